@@ -1,0 +1,23 @@
+/**
+ * The API-key security of every catalogue operation: `Authorization: Bearer <API_KEY>`.
+ */
+import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { Context, Schema } from "effect"
+import type { AuthenticatedKey } from "../Domain/ApiKey.js"
+import { UnauthorizedResponse, UnavailableResponse } from "../Domain/Errors.js"
+
+/** The key the current request authenticated with. */
+export class CurrentApiKey extends Context.Tag("Auth/CurrentApiKey")<CurrentApiKey, AuthenticatedKey>() {}
+
+export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("Auth/Authorization", {
+  failure: Schema.Union(UnauthorizedResponse, UnavailableResponse),
+  provides: CurrentApiKey,
+  security: {
+    bearerAuth: HttpApiSecurity.bearer.pipe(
+      HttpApiSecurity.annotate(
+        OpenApi.Description,
+        "An API key issued with `petstore keys create`, sent as `Authorization: Bearer <API_KEY>`."
+      )
+    )
+  }
+}) {}

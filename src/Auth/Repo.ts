@@ -1,0 +1,56 @@
+/**
+ * Stored API keys: id, name, SHA-256 hash, creation, last use and revocation times (ISO-8601 text, portable SQL).
+ */
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
+
+export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const info = sql`id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
+
+    const insertOne = SqlSchema.void({
+      Request: Schema.Struct({ id: ApiKeyId, name: Schema.String, hash: Schema.String, createdAt: Schema.String }),
+      execute: (key) =>
+        sql`INSERT INTO api_keys (id, name, hash, created_at) VALUES (${key.id}, ${key.name}, ${key.hash}, ${key.createdAt})`
+    })
+    const findOne = SqlSchema.findOne({
+      Request: ApiKeyId,
+      Result: ApiKeyRecord,
+      execute: (id) => sql`SELECT ${info}, hash FROM api_keys WHERE id = ${id}`
+    })
+    const findAll = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: ApiKeyInfo,
+      execute: () => sql`SELECT ${info} FROM api_keys ORDER BY created_at, id`
+    })
+    const revokeOne = SqlSchema.findAll({
+      Request: Schema.Struct({ id: ApiKeyId, at: Schema.String }),
+      Result: Schema.Struct({ id: ApiKeyId }),
+      execute: ({ at, id }) =>
+        sql`UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ${at}) WHERE id = ${id} RETURNING id`
+    })
+    const touchOne = SqlSchema.void({
+      Request: Schema.Struct({ id: ApiKeyId, at: Schema.String }),
+      execute: ({ at, id }) => sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${id}`
+    })
+
+    return {
+      insert: (key: { id: ApiKeyId; name: string; hash: string; createdAt: string }) =>
+        insertOne(key).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.insert", { attributes: { id: key.id } })),
+      findById: (id: ApiKeyId) =>
+        findOne(id).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.findById", { attributes: { id } })),
+      list: findAll(undefined).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.list")),
+      /** Marks a key revoked (keeping the first revocation time); false when no key has that id. */
+      revoke: (id: ApiKeyId, at: string) =>
+        revokeOne({ id, at }).pipe(
+          Effect.map((rows) => rows.length > 0),
+          Effect.catchTag("ParseError", Effect.die),
+          Effect.withSpan("ApiKeysRepo.revoke", { attributes: { id } })
+        ),
+      touch: (id: ApiKeyId, at: string) =>
+        touchOne({ id, at }).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.touch", { attributes: { id } }))
+    } as const
+  })
+}) {}

@@ -1,0 +1,41 @@
+/**
+ * API keys. A key reads `psk_<id>_<secret>`: a recognisable prefix, the public key id (12 hex digits) and 256 random
+ * bits (43 base64url characters). Only the SHA-256 of the whole key is stored, under the key id.
+ */
+import { Schema } from "effect"
+
+export const KEY_PREFIX = "psk"
+
+export const ApiKeyId = Schema.String.pipe(
+  Schema.pattern(/^[0-9a-f]{12}$/, { message: () => "a key id is 12 hexadecimal digits" }),
+  Schema.brand("ApiKeyId")
+)
+export type ApiKeyId = typeof ApiKeyId.Type
+
+export const KeyName = Schema.Trim.pipe(
+  Schema.compose(Schema.Trimmed.pipe(Schema.minLength(1), Schema.maxLength(100))),
+  Schema.annotations({ message: () => "a key name is 1 to 100 characters" })
+)
+
+/** What `keys list` shows of a key: never the key itself, nor its hash. */
+export const ApiKeyInfo = Schema.Struct({
+  id: ApiKeyId,
+  name: Schema.String,
+  createdAt: Schema.String,
+  lastUsedAt: Schema.NullOr(Schema.String),
+  revokedAt: Schema.NullOr(Schema.String)
+})
+export type ApiKeyInfo = typeof ApiKeyInfo.Type
+
+/** A stored key: its info and the hex SHA-256 of the key. */
+export const ApiKeyRecord = Schema.Struct({
+  ...ApiKeyInfo.fields,
+  hash: Schema.String
+})
+export type ApiKeyRecord = typeof ApiKeyRecord.Type
+
+/** The key a request authenticated with, as the handlers see it. */
+export interface AuthenticatedKey {
+  readonly id: ApiKeyId
+  readonly name: string
+}

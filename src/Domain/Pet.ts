@@ -1,0 +1,129 @@
+/**
+ * The catalogue's concepts, declared once: the API, the repository and the tests all use these schemas.
+ */
+import { Schema } from "effect"
+
+/** The largest integer a JSON number carries exactly (2^53 - 1). */
+export const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER
+
+export const PetStatus = Schema.Literal("available", "pending", "sold").annotations({
+  identifier: "PetStatus",
+  description: "Availability status of an animal."
+})
+export type PetStatus = typeof PetStatus.Type
+
+/** Identifier assigned by the service: a positive integer below 2^53. */
+export const PetId = Schema.Int.pipe(
+  Schema.greaterThanOrEqualTo(1),
+  Schema.lessThanOrEqualTo(MAX_SAFE_ID),
+  Schema.brand("PetId")
+).annotations({
+  jsonSchema: {
+    type: "integer",
+    format: "int64",
+    minimum: 1,
+    maximum: MAX_SAFE_ID,
+    description: "Unique identifier, assigned by the service on creation."
+  }
+})
+export type PetId = typeof PetId.Type
+
+export const CategoryId = Schema.Int.pipe(
+  Schema.greaterThanOrEqualTo(1),
+  Schema.lessThanOrEqualTo(MAX_SAFE_ID)
+).annotations({
+  jsonSchema: {
+    type: "integer",
+    format: "int64",
+    minimum: 1,
+    maximum: MAX_SAFE_ID,
+    description: "Identifier of the category the animal belongs to (a positive integer below 2^53)."
+  }
+})
+
+export const NAME_MAX_LENGTH = 200
+
+/** The stored name: trimmed, 1 to 200 characters. */
+export const PetName = Schema.Trimmed.pipe(
+  Schema.minLength(1),
+  Schema.maxLength(NAME_MAX_LENGTH)
+).annotations({
+  jsonSchema: { type: "string", minLength: 1, maxLength: NAME_MAX_LENGTH, description: "The animal's name." }
+})
+
+/** A name as a client sends it: surrounding white space is trimmed, then 1 to 200 characters remain. */
+export const PetNameInput = Schema.compose(Schema.Trim, PetName).annotations({
+  jsonSchema: {
+    type: "string",
+    minLength: 1,
+    maxLength: NAME_MAX_LENGTH,
+    description: "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed)."
+  }
+})
+
+export const DEFAULT_STATUS: PetStatus = "available"
+
+/** The request body of createPet. `id` and unknown fields are ignored. */
+export const NewPet = Schema.Struct({
+  name: PetNameInput,
+  categoryId: CategoryId,
+  status: Schema.optionalWith(PetStatus, { default: () => DEFAULT_STATUS }).annotations({
+    description: "Availability status; `available` when omitted.",
+    default: DEFAULT_STATUS
+  })
+}).annotations({ identifier: "NewPet", description: "An animal to add to the catalogue." })
+export type NewPet = typeof NewPet.Type
+
+export const Pet = Schema.Struct({
+  id: PetId,
+  name: PetName,
+  categoryId: CategoryId,
+  status: PetStatus
+}).annotations({ identifier: "Pet", description: "An animal of the catalogue." })
+export type Pet = typeof Pet.Type
+
+export const Pets = Schema.Array(Pet).annotations({ identifier: "Pets", description: "A page of animals, ordered by id." })
+
+export const LIMIT_MIN = 1
+export const LIMIT_MAX = 100
+export const LIMIT_DEFAULT = 20
+
+/** A positive decimal integer in a URL (no sign, no leading zeros, no exponent, no white space). */
+const PositiveIntFromString = Schema.String.pipe(
+  Schema.pattern(/^[1-9][0-9]{0,15}$/, { message: () => "must be a positive integer" }),
+  Schema.compose(Schema.NumberFromString)
+)
+
+export const Limit = PositiveIntFromString.pipe(
+  Schema.compose(Schema.Int.pipe(Schema.between(LIMIT_MIN, LIMIT_MAX, {
+    message: () => `must be an integer from ${LIMIT_MIN} to ${LIMIT_MAX}`
+  })))
+).annotations({
+  jsonSchema: {
+    type: "integer",
+    minimum: LIMIT_MIN,
+    maximum: LIMIT_MAX,
+    default: LIMIT_DEFAULT,
+    description: `Maximum number of animals to return (${LIMIT_MIN} to ${LIMIT_MAX}, default ${LIMIT_DEFAULT}).`
+  }
+})
+
+export const PetIdFromString = PositiveIntFromString.pipe(Schema.compose(PetId)).annotations({
+  jsonSchema: { type: "integer", format: "int64", minimum: 1, maximum: MAX_SAFE_ID, description: "Identifier of the animal." }
+})
+
+/** The query of listPets. Unknown parameters are ignored. */
+export const ListPetsQuery = Schema.Struct({
+  limit: Schema.optionalWith(Limit, { default: () => LIMIT_DEFAULT }),
+  status: Schema.optional(PetStatus.annotations({ description: "Return only animals with this status." })),
+  after: Schema.optional(PetIdFromString.annotations({
+    jsonSchema: {
+      type: "integer",
+      format: "int64",
+      minimum: 1,
+      maximum: MAX_SAFE_ID,
+      description: "Keyset cursor: only animals whose id is greater than this one (the `Link: rel=\"next\"` header carries it)."
+    }
+  }))
+})
+export type ListPetsQuery = typeof ListPetsQuery.Type

@@ -1,0 +1,138 @@
+/**
+ * The middleware around every route of the server. It gives every response an `X-Request-Id` and the protective
+ * headers, refuses bodies over 64 KiB and bodies that are not JSON before they are read, and turns every failure that
+ * the API does not encode itself (a failed decode, malformed JSON, an unknown route or method, a defect) into the
+ * contract's `{code, message, status}` body. Typed API errors pass through to the API's own encoder.
+ */
+import { HttpApi, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Option } from "effect"
+import { randomUUID } from "node:crypto"
+import { ServedApi } from "./Api.js"
+import { type ErrorCode, errorBody, isApiError } from "./Domain/Errors.js"
+
+export const MAX_BODY_BYTES = 64 * 1024
+const MAX_MESSAGE_LENGTH = 300
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
+
+export const errorResponse = (status: number, code: ErrorCode, message: string, headers?: Record<string, string>) =>
+  HttpServerResponse.unsafeJson(errorBody(status, code, message), { status, ...(headers ? { headers } : {}) })
+
+/** The methods each route answers, derived from the API declaration plus the server's own GET routes. */
+const makeRouteTable = (extraGetPaths: ReadonlyArray<string>) => {
+  const routes: Array<{ readonly pattern: RegExp; readonly methods: Set<string> }> = []
+  const add = (path: string, method: string) => {
+    const source = "^" + path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/\\?:\w+/g, "[^/]+") + "/?$"
+    const existing = routes.find((route) => route.pattern.source === source)
+    if (existing) existing.methods.add(method)
+    else routes.push({ pattern: new RegExp(source), methods: new Set([method]) })
+  }
+  HttpApi.reflect(ServedApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => add(endpoint.path, endpoint.method)
+  })
+  for (const path of extraGetPaths) add(path, "GET")
+  return (path: string): ReadonlyArray<string> => {
+    const route = routes.find((candidate) => candidate.pattern.test(path))
+    return route === undefined ? [] : [...route.methods, ...(route.methods.has("GET") ? ["HEAD"] : [])]
+  }
+}
+
+const truncate = (text: string) => text.length > MAX_MESSAGE_LENGTH ? text.slice(0, MAX_MESSAGE_LENGTH - 1) + "…" : text
+
+/** A 400 that names the field and says why, and whether the body, the query or the path was wrong. */
+const decodeFailure = (request: HttpServerRequest.HttpServerRequest, error: HttpApiError.HttpApiDecodeError) => {
+  const issue = error.issues[0]
+  const field = issue?.path.map(String).join(".") ?? ""
+  const reason = truncate(issue?.message ?? error.message)
+  if (request.method !== "GET" && request.method !== "HEAD") {
+    const message = field === ""
+      ? "The request body must be a JSON object with a name and a categoryId."
+      : `Invalid request body: '${field}' ${reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`}`
+    return errorResponse(400, "invalid_body", message)
+  }
+  const query = new URL(request.url, "http://localhost").searchParams
+  const where = query.has(String(issue?.path[0] ?? "")) ? "query parameter" : "path parameter"
+  return errorResponse(
+    400,
+    where === "query parameter" ? "invalid_query" : "invalid_path",
+    `Invalid ${where} '${field}': ${reason}`
+  )
+}
+
+const isJsonMediaType = (contentType: string) => {
+  const type = contentType.split(";")[0].trim().toLowerCase()
+  return type === "application/json" || /^application\/[\w.+-]+\+json$/.test(type)
+}
+
+/** The headers every response carries. */
+const commonHeaders = (requestId: string) =>
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeaders(response, {
+      "x-request-id": requestId,
+      "x-content-type-options": "nosniff",
+      "cache-control": "no-store"
+    }))
+  )
+
+export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
+  const allowedMethods = makeRouteTable(extraGetPaths)
+
+  const unexpected = (cause: Cause.Cause<unknown>) =>
+    Effect.as(
+      Effect.logError("unexpected failure", cause),
+      errorResponse(500, "internal_error", "The server failed to answer this request; it has been logged.")
+    )
+
+  const notFound = (request: HttpServerRequest.HttpServerRequest) => {
+    const path = new URL(request.url, "http://localhost").pathname
+    const methods = allowedMethods(path)
+    return methods.length === 0
+      ? errorResponse(404, "not_found", `Nothing is served at ${truncate(path)}.`)
+      : errorResponse(405, "method_not_allowed", `${request.method} is not allowed here; use ${methods.join(", ")}.`, {
+        allow: methods.join(", ")
+      })
+  }
+
+  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const sent = request.headers["x-request-id"]
+      const requestId = sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID()
+      yield* commonHeaders(requestId)
+
+      const length = request.headers["content-length"]
+      if (length !== undefined && Number(length) > MAX_BODY_BYTES) {
+        return errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
+      }
+      const contentType = request.headers["content-type"]
+      const hasBody = (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined
+      if (hasBody && contentType !== undefined && !isJsonMediaType(contentType)) {
+        return errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
+      }
+
+      return yield* app.pipe(
+        Effect.catchAllCause((cause): Effect.Effect<HttpServerResponse.HttpServerResponse, E> => {
+          const failure = Cause.failureOption(cause)
+          if (Option.isSome(failure)) {
+            const error: unknown = failure.value
+            if (isApiError(error)) return Effect.failCause(cause as Cause.Cause<E>)
+            if (error instanceof HttpApiError.HttpApiDecodeError) return Effect.succeed(decodeFailure(request, error))
+            if (error instanceof HttpServerError.RouteNotFound) return Effect.succeed(notFound(request))
+            if (error instanceof HttpServerError.RequestError) return Effect.succeed(requestError(error))
+            return unexpected(cause)
+          }
+          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<E>)
+          const defect = Cause.squash(cause)
+          if (defect instanceof HttpServerError.RequestError) return Effect.succeed(requestError(defect))
+          return unexpected(cause)
+        }),
+        Effect.annotateLogs("requestId", requestId)
+      )
+    })
+}
+
+/** The body could not be read or parsed as JSON. */
+const requestError = (error: HttpServerError.RequestError) =>
+  error.reason === "Decode"
+    ? errorResponse(400, "invalid_json", "The request body is not valid JSON.")
+    : errorResponse(400, "bad_request", "The request could not be read.")

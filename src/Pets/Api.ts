@@ -1,0 +1,105 @@
+/**
+ * The catalogue's operations, as the interface names them (paths relative to the `/v1` base address).
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Authorization } from "../Auth/Api.js"
+import {
+  BadRequestResponse,
+  NotFoundResponse,
+  PayloadTooLargeResponse,
+  UnavailableResponse,
+  UnsupportedMediaTypeResponse
+} from "../Domain/Errors.js"
+import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
+
+/** getPet is removed on this date (RFC 8594 `Sunset`). */
+export const SUNSET = "Thu, 05 Dec 2030 00:00:00 GMT"
+/** getPet has been deprecated since this instant (RFC 9745 `Deprecation: @<unix seconds>`): 2026-01-01T00:00:00Z. */
+export const DEPRECATED_SINCE = 1_767_225_600
+
+/** Adds the deprecation headers to every answer of the endpoint it is on, whatever the outcome. */
+export class Deprecation extends HttpApiMiddleware.Tag<Deprecation>()("Pets/Deprecation") {}
+
+type Operation = { responses: Record<string, { headers?: Record<string, unknown> }> }
+type HeaderDoc = { readonly description: string; readonly schema?: { readonly type: string } }
+
+/** Documents response headers, which HttpApi has no declaration for, on the given statuses. */
+const responseHeaders = (headers: Record<string, HeaderDoc>, statuses?: ReadonlyArray<string>) =>
+(op: Record<string, any>) => {
+  const operation = op as Operation
+  for (const [status, response] of Object.entries(operation.responses)) {
+    if (statuses !== undefined && !statuses.includes(status)) continue
+    response.headers = {
+      ...response.headers,
+      ...Object.fromEntries(
+        Object.entries(headers).map(([name, doc]) => [name, { schema: { type: "string" }, ...doc }])
+      )
+    }
+  }
+  return op
+}
+
+export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
+  .add(
+    HttpApiEndpoint.get("listPets", "/pets")
+      .setUrlParams(ListPetsQuery)
+      .addSuccess(Pets)
+      .addError(BadRequestResponse)
+      .annotate(OpenApi.Summary, "List animals")
+      .annotate(
+        OpenApi.Description,
+        "Animals in ascending id order, optionally filtered by status. When more follow, the response carries " +
+          "`Link: </v1/pets?limit=…&after=…>; rel=\"next\"` (keyset pagination; the status filter is kept)."
+      )
+      .annotate(
+        OpenApi.Transform,
+        responseHeaders({
+          Link: { description: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow." }
+        }, ["200"])
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("createPet", "/pets")
+      .setPayload(NewPet)
+      .addSuccess(Pet, { status: 201 })
+      .addError(BadRequestResponse)
+      .addError(PayloadTooLargeResponse)
+      .addError(UnsupportedMediaTypeResponse)
+      .annotate(OpenApi.Summary, "Add an animal")
+      .annotate(
+        OpenApi.Description,
+        "Adds an animal; the service assigns its id (a client-sent `id` is ignored). `status` defaults to `available`."
+      )
+      .annotate(
+        OpenApi.Transform,
+        responseHeaders({ Location: { description: "The new animal's address, `/v1/pets/{id}`." } }, ["201"])
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("getPet", "/pets/:petId")
+      .setPath(Schema.Struct({ petId: PetIdFromString }))
+      .addSuccess(Pet)
+      .addError(BadRequestResponse)
+      .addError(NotFoundResponse)
+      .annotate(OpenApi.Summary, "Get an animal (deprecated)")
+      .annotate(
+        OpenApi.Description,
+        "Deprecated: removed on 5 December 2030. Use `GET /pets` with the `status` filter instead."
+      )
+      .annotate(OpenApi.Deprecated, true)
+      .annotate(
+        OpenApi.Transform,
+        responseHeaders({
+          Deprecation: { description: "RFC 9745: `@<unix seconds>`, when the operation was deprecated." },
+          Sunset: { description: "RFC 8594: the operation is removed on Thu, 05 Dec 2030 00:00:00 GMT." },
+          Link: { description: "`</v1/pets>; rel=\"successor-version\"`: the operation to use instead." }
+        })
+      )
+      .middleware(Deprecation)
+  )
+  .addError(UnavailableResponse)
+  .middleware(Authorization)
+  .annotate(OpenApi.Title, "pets")
+  .annotate(OpenApi.Description, "The catalogue of animals.")
+{}

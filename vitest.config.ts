@@ -1,0 +1,10 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    // bun:sqlite exists only under Bun: tests run as `bun --bun vitest run`, in forked Bun processes.
+    pool: "forks",
+    testTimeout: 20_000
+  }
+})
