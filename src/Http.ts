@@ -45,5 +45,6 @@ const startupLog = (fields: Record<string, string>) =>
 export const HttpLive = (options: ServeOptions) =>
   Layer.mergeAll(HttpApiBuilder.serve(), startupLog(options.describe ?? {})).pipe(
     Layer.provide(AppLive(options.servers)),
-    Layer.provide(BunHttpServer.layer({ hostname: options.host, port: options.port }))
+    // Bun stops reading a body past 1 MiB; up to there the middleware answers a JSON 413 for anything over 64 KiB.
+    Layer.provide(BunHttpServer.layer({ hostname: options.host, port: options.port, maxRequestBodySize: 1024 * 1024 }))
   )

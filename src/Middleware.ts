@@ -19,12 +19,14 @@ export const errorResponse = (status: number, code: ErrorCode, message: string, 
 
 /** The methods each route answers, derived from the API declaration plus the server's own GET routes. */
 const makeRouteTable = (extraGetPaths: ReadonlyArray<string>) => {
-  const routes: Array<{ readonly pattern: RegExp; readonly methods: Set<string> }> = []
+  const routes: Array<{ readonly path: string; readonly pattern: RegExp; readonly methods: Set<string> }> = []
   const add = (path: string, method: string) => {
-    const source = "^" + path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/\\?:\w+/g, "[^/]+") + "/?$"
-    const existing = routes.find((route) => route.pattern.source === source)
+    const existing = routes.find((route) => route.path === path)
     if (existing) existing.methods.add(method)
-    else routes.push({ pattern: new RegExp(source), methods: new Set([method]) })
+    else {
+      const source = "^" + path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:\w+/g, "[^/]+") + "/?$"
+      routes.push({ path, pattern: new RegExp(source), methods: new Set([method]) })
+    }
   }
   HttpApi.reflect(ServedApi, {
     onGroup: () => {},
@@ -74,6 +76,8 @@ const commonHeaders = (requestId: string) =>
     }))
   )
 
+const tooLarge = errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
+
 export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
   const allowedMethods = makeRouteTable(extraGetPaths)
 
@@ -101,13 +105,15 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
       yield* commonHeaders(requestId)
 
       const length = request.headers["content-length"]
-      if (length !== undefined && Number(length) > MAX_BODY_BYTES) {
-        return errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
-      }
+      if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
+      const chunked = length === undefined && request.headers["transfer-encoding"] !== undefined
       const contentType = request.headers["content-type"]
-      const hasBody = (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined
-      if (hasBody && contentType !== undefined && !isJsonMediaType(contentType)) {
+      if ((chunked || (length !== undefined && length !== "0")) && contentType !== undefined && !isJsonMediaType(contentType)) {
         return errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
+      }
+      // A body of unknown length is read (the request keeps it for the handler) and measured before it is parsed.
+      if (chunked && (yield* Effect.either(request.text)).pipe((read) => read._tag === "Right" && Buffer.byteLength(read.right) > MAX_BODY_BYTES)) {
+        return tooLarge
       }
 
       return yield* app.pipe(

@@ -8,6 +8,7 @@ export const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER
 
 export const PetStatus = Schema.Literal("available", "pending", "sold").annotations({
   identifier: "PetStatus",
+  message: () => ({ message: "must be one of available, pending, sold", override: true }),
   description: "Availability status of an animal."
 })
 export type PetStatus = typeof PetStatus.Type
@@ -32,6 +33,7 @@ export const CategoryId = Schema.Int.pipe(
   Schema.greaterThanOrEqualTo(1),
   Schema.lessThanOrEqualTo(MAX_SAFE_ID)
 ).annotations({
+  message: () => ({ message: `must be a positive integer no larger than ${MAX_SAFE_ID}`, override: true }),
   jsonSchema: {
     type: "integer",
     format: "int64",
@@ -53,6 +55,10 @@ export const PetName = Schema.Trimmed.pipe(
 
 /** A name as a client sends it: surrounding white space is trimmed, then 1 to 200 characters remain. */
 export const PetNameInput = Schema.compose(Schema.Trim, PetName).annotations({
+  message: () => ({
+    message: `must be a string of 1 to ${NAME_MAX_LENGTH} characters, surrounding white space not counted`,
+    override: true
+  }),
   jsonSchema: {
     type: "string",
     minLength: 1,
