@@ -6,9 +6,11 @@ import { HttpApiBuilder, HttpServer } from "@effect/platform"
 import { BunHttpServer } from "@effect/platform-bun"
 import { Effect, Layer } from "effect"
 import { type Servers, ServedApi } from "./Api.js"
+import { ApiKeys } from "./Auth/ApiKeys.js"
 import { AuthorizationLive } from "./Auth/Http.js"
 import { makeMiddleware } from "./Middleware.js"
 import { DeprecationLive, PetsHttpLive } from "./Pets/Http.js"
+import { PetsRepo } from "./Pets/Repo.js"
 import { DocsLive, SYSTEM_PATHS, SystemRoutesLive } from "./System.js"
 
 export const ApiLive = HttpApiBuilder.api(ServedApi).pipe(
@@ -16,14 +18,18 @@ export const ApiLive = HttpApiBuilder.api(ServedApi).pipe(
   Layer.provide([AuthorizationLive, DeprecationLive])
 )
 
-/** Everything that answers requests; needs only a SQL client. */
-export const AppLive = (servers: Servers) =>
+/** Everything that answers requests, given the repositories and a SQL client. */
+export const RoutesLive = (servers: Servers) =>
   Layer.mergeAll(
     ApiLive,
     SystemRoutesLive(servers),
     DocsLive(servers),
     HttpApiBuilder.middleware(makeMiddleware(SYSTEM_PATHS))
   )
+
+/** Everything that answers requests; needs only a SQL client. */
+export const AppLive = (servers: Servers) =>
+  RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default]))
 
 export interface ServeOptions {
   readonly host: string

@@ -4,8 +4,16 @@
  * the API does not encode itself (a failed decode, malformed JSON, an unknown route or method, a defect) into the
  * contract's `{code, message, status}` body. Typed API errors pass through to the API's own encoder.
  */
-import { HttpApi, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option } from "effect"
+import {
+  HttpApi,
+  HttpApiError,
+  HttpApp,
+  HttpMethod,
+  HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { Cause, Effect, Either, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { ServedApi } from "./Api.js"
 import { type ErrorCode, errorBody, isApiError } from "./Domain/Errors.js"
@@ -106,14 +114,16 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
 
       const length = request.headers["content-length"]
       if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
-      const chunked = length === undefined && request.headers["transfer-encoding"] !== undefined
-      const contentType = request.headers["content-type"]
-      if ((chunked || (length !== undefined && length !== "0")) && contentType !== undefined && !isJsonMediaType(contentType)) {
-        return errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
+      let size = Number(length ?? 0)
+      if (length === undefined && HttpMethod.hasBody(request.method)) {
+        // A body of unknown length (chunked) is read — the request keeps it for the handler — and measured first.
+        const body = yield* Effect.either(request.text)
+        if (Either.isRight(body)) size = Buffer.byteLength(body.right)
+        if (size > MAX_BODY_BYTES) return tooLarge
       }
-      // A body of unknown length is read (the request keeps it for the handler) and measured before it is parsed.
-      if (chunked && (yield* Effect.either(request.text)).pipe((read) => read._tag === "Right" && Buffer.byteLength(read.right) > MAX_BODY_BYTES)) {
-        return tooLarge
+      const contentType = request.headers["content-type"]
+      if (size > 0 && contentType !== undefined && !isJsonMediaType(contentType)) {
+        return errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
       }
 
       return yield* app.pipe(

@@ -41,4 +41,4 @@ export const AuthorizationLive = Layer.effect(
         })
     })
   })
-).pipe(Layer.provide(ApiKeys.Default))
+)

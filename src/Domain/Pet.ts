@@ -120,7 +120,7 @@ export const PetIdFromString = PositiveIntFromString.pipe(Schema.compose(PetId))
 
 /** The query of listPets. Unknown parameters are ignored. */
 export const ListPetsQuery = Schema.Struct({
-  limit: Schema.optionalWith(Limit, { default: () => LIMIT_DEFAULT }),
+  limit: Schema.optional(Limit),
   status: Schema.optional(PetStatus.annotations({ description: "Return only animals with this status." })),
   after: Schema.optional(PetIdFromString.annotations({
     jsonSchema: {

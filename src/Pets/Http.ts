@@ -6,7 +6,7 @@ import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { BASE_PATH, ServedApi } from "../Api.js"
 import { NotFound, orUnavailable } from "../Domain/Errors.js"
-import type { ListPetsQuery, Pet } from "../Domain/Pet.js"
+import { LIMIT_DEFAULT, type ListPetsQuery, type Pet } from "../Domain/Pet.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
 import { PetsRepo } from "./Repo.js"
 
@@ -16,7 +16,7 @@ const setHeaders = (headers: Record<string, string>) =>
   HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
 
 /** The `Link` to the page after `last`, keeping the query's limit and status filter. */
-export const nextPageLink = (query: ListPetsQuery, last: Pet): string => {
+export const nextPageLink = (query: ListPetsQuery & { readonly limit: number }, last: Pet): string => {
   const params = new URLSearchParams({ limit: String(query.limit) })
   if (query.status !== undefined) params.set("status", query.status)
   params.set("after", String(last.id))
@@ -27,12 +27,14 @@ export const PetsHttpLive = HttpApiBuilder.group(ServedApi, "pets", (handlers) =
   Effect.gen(function*() {
     const repo = yield* PetsRepo
     return handlers
-      .handle("listPets", ({ urlParams }) =>
-        repo.list(urlParams).pipe(
+      .handle("listPets", ({ urlParams }) => {
+        const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
+        return repo.list(query).pipe(
           orUnavailable,
-          Effect.tap((page) => page.more ? setHeaders({ link: nextPageLink(urlParams, page.pets.at(-1)!) }) : Effect.void),
+          Effect.tap((page) => page.more ? setHeaders({ link: nextPageLink(query, page.pets.at(-1)!) }) : Effect.void),
           Effect.map((page) => page.pets)
-        ))
+        )
+      })
       .handle("createPet", ({ payload }) =>
         repo.create(payload).pipe(
           orUnavailable,
@@ -46,7 +48,7 @@ export const PetsHttpLive = HttpApiBuilder.group(ServedApi, "pets", (handlers) =
             onSome: Effect.succeed
           }))
         ))
-  })).pipe(Layer.provide(PetsRepo.Default))
+  }))
 
 const deprecationHeaders = {
   deprecation: `@${DEPRECATED_SINCE}`,

@@ -1,0 +1,54 @@
+/**
+ * The whole application in-process, as production serves it (`AppLive` from src/Http.ts, the same middleware, routes
+ * and handlers) on a fresh in-memory database, reached through its web handler: raw `fetch` for headers and hostile
+ * bodies, and the typed `HttpApiClient` derived from `Api` for everything a well-behaved client does.
+ */
+import { FetchHttpClient, HttpApiBuilder, HttpApiClient, HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { Api, type Servers } from "../../src/Api.js"
+import { ApiKeys } from "../../src/Auth/ApiKeys.js"
+import { AppLive } from "../../src/Http.js"
+import * as Sql from "../../src/Sql.js"
+
+export const ORIGIN = "http://petstore.test"
+export const servers: Servers = { production: "https://api.example.test/v1", staging: "https://staging.example.test/v1" }
+
+type Fetch = (path: string, init?: RequestInit) => Promise<Response>
+
+const makeClient = (fetch: Fetch, key?: string) =>
+  HttpApiClient.make(Api, {
+    baseUrl: `${ORIGIN}/v1`,
+    transformClient: key === undefined ? undefined : HttpClient.mapRequest(HttpClientRequest.bearerToken(key))
+  }).pipe(
+    Effect.provide(FetchHttpClient.layer),
+    Effect.provideService(FetchHttpClient.Fetch, ((input: string | URL | Request, init?: RequestInit) =>
+      fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch)
+  )
+
+/** A fresh application with its own in-memory database, disposed with the scope. */
+export const makeTestServer = Effect.gen(function*() {
+  const memoMap = yield* Layer.makeMemoMap
+  const scope = yield* Effect.scope
+  // One in-memory database, shared by the key service and the application through the memo map.
+  const database = Sql.layer(":memory:")
+  const context = yield* Layer.buildWithMemoMap(Layer.provide(ApiKeys.Default, database), memoMap, scope)
+  const { dispose, handler } = HttpApiBuilder.toWebHandler(
+    Layer.mergeAll(AppLive(servers), HttpServer.layerContext).pipe(Layer.provide(database)),
+    { memoMap }
+  )
+  yield* Effect.addFinalizer(() => Effect.promise(dispose))
+  const keys = Context.get(context, ApiKeys)
+  const created = yield* keys.create("test")
+  const key = Redacted.value(created.key)
+  const fetch: Fetch = (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
+  const client = yield* makeClient(fetch, key)
+  return { fetch, key, keys, client, clientWith: (other?: string) => makeClient(fetch, other) }
+})
+
+export type Server = Effect.Effect.Success<typeof makeTestServer>
+
+/** JSON body and the key's authorization, for raw requests. */
+export const authorized = (key: string, init: RequestInit = {}): RequestInit => ({
+  ...init,
+  headers: { authorization: `Bearer ${key}`, ...(init.body !== undefined ? { "content-type": "application/json" } : {}), ...init.headers }
+})
