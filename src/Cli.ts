@@ -2,6 +2,7 @@
  * The command line: `serve` (the default), `keys create|list|revoke`, `openapi`. Flags override the environment.
  */
 import { Args, Command, Options } from "@effect/cli"
+import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
 import { Console, Effect, Layer, Redacted, Schema } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { openApiDocument } from "./Api.js"
@@ -103,9 +104,18 @@ const openapi = Command.make("openapi", {}, () =>
     Command.withDescription("Print the OpenAPI document that GET /openapi.json serves.")
   )
 
+/** The container's HEALTHCHECK: asks the local server's /healthz, exits non-zero unless it answers 200. */
+const healthcheck = Command.make("healthcheck", { port }, ({ port }) =>
+  HttpClient.get(`http://127.0.0.1:${port}/healthz`).pipe(
+    Effect.flatMap(HttpClientResponse.filterStatusOk),
+    Effect.timeout("2 seconds"),
+    Effect.zipRight(Console.log("ok")),
+    Effect.provide(FetchHttpClient.layer)
+  )).pipe(Command.withDescription("Check that the server on PORT answers GET /healthz (for container health checks)."))
+
 export const cli = Command.make("petstore", serveOptions, serveHandler).pipe(
   Command.withDescription("The pet store catalogue service."),
-  Command.withSubcommands([serve, keys, openapi])
+  Command.withSubcommands([serve, keys, openapi, healthcheck])
 )
 
 export const run = Command.run(cli, { name: "petstore", version: VERSION })
