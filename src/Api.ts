@@ -9,7 +9,10 @@ import { PetsApi } from "./Pets/Api.js"
 
 type Document = {
   info: Record<string, unknown>
-  paths: Record<string, Record<string, { responses?: Record<string, { description: string; content?: unknown }> }>>
+  paths: Record<
+    string,
+    Record<string, { responses?: Record<string, { description: string; content?: unknown; headers?: object }> }>
+  >
   components: { schemas: Record<string, unknown> }
 }
 
@@ -24,6 +27,15 @@ const finishDocument = (doc: Document): Record<string, any> => {
         if (Number(status) < 400 || response.content === undefined) continue
         response.content = { "application/json": { schema: { $ref: "#/components/schemas/Error" } } }
         if (status === "400") response.description = "The request is invalid: the message names the field and why."
+        if (status === "401") {
+          response.headers = {
+            ...response.headers,
+            "WWW-Authenticate": {
+              description: "RFC 6750: `Bearer`, the scheme to authenticate with.",
+              schema: { type: "string" }
+            }
+          }
+        }
       }
     }
   }

@@ -11,7 +11,8 @@ import { Effect, Schema } from "effect"
 export const ErrorBody = Schema.Struct({
   code: Schema.String.annotations({ description: "Machine-readable error code, lower-case snake case." }),
   message: Schema.String.annotations({ description: "Human-readable description." }),
-  status: Schema.Int.annotations({ description: "The HTTP status code of the response." })
+  // The title replaces `Schema.Int`'s built-in "int", which code generators would otherwise take for a type name.
+  status: Schema.Int.annotations({ title: "HTTP status", description: "The HTTP status code of the response." })
 }).annotations({ identifier: "Error", description: "An error: what went wrong, for machines and for people." })
 export type ErrorBody = typeof ErrorBody.Type
 
