@@ -51,6 +51,8 @@ const startupLog = (fields: Record<string, string>) =>
 export const HttpLive = (options: ServeOptions) =>
   Layer.mergeAll(HttpApiBuilder.serve(), startupLog(options.describe ?? {})).pipe(
     Layer.provide(AppLive(options.servers)),
-    // Bun stops reading a body past 1 MiB; up to there the middleware answers a JSON 413 for anything over 64 KiB.
-    Layer.provide(BunHttpServer.layer({ hostname: options.host, port: options.port, maxRequestBodySize: 1024 * 1024 }))
+    // Bodies are limited by the middleware (a JSON 413 past 64 KiB, without reading further), not by Bun's bare 413.
+    Layer.provide(
+      BunHttpServer.layer({ hostname: options.host, port: options.port, maxRequestBodySize: Number.MAX_SAFE_INTEGER })
+    )
   )

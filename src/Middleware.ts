@@ -13,7 +13,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Cause, Effect, Either, Option } from "effect"
+import { Cause, Effect, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import { ServedApi } from "./Api.js"
 import { type ErrorCode, errorBody, isApiError } from "./Domain/Errors.js"
@@ -84,6 +84,28 @@ const commonHeaders = (requestId: string) =>
     }))
   )
 
+/** The body, or undefined once it passes the limit (reading stops there). An unreadable body counts as empty. */
+const readBounded = (request: HttpServerRequest.HttpServerRequest) =>
+  request.stream.pipe(
+    Stream.runFoldWhile(
+      { size: 0, chunks: [] as Array<Uint8Array> },
+      (read) => read.size <= MAX_BODY_BYTES,
+      (read, chunk) => ({ size: read.size + chunk.byteLength, chunks: [...read.chunks, chunk] })
+    ),
+    Effect.map((read) => (read.size > MAX_BODY_BYTES ? undefined : Buffer.concat(read.chunks))),
+    Effect.orElseSucceed(() => Buffer.alloc(0))
+  )
+
+/** The same request with its body already read, and its length declared. */
+const withBody = (request: HttpServerRequest.HttpServerRequest, body: Uint8Array) => {
+  const headers = new Headers(request.headers as Record<string, string>)
+  headers.delete("transfer-encoding")
+  headers.set("content-length", String(body.byteLength))
+  return HttpServerRequest.fromWeb(
+    new Request(new URL(request.url, "http://localhost").href, { method: request.method, headers, body })
+  )
+}
+
 const tooLarge = errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
 
 export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
@@ -114,19 +136,20 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
 
       const length = request.headers["content-length"]
       if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
-      let size = Number(length ?? 0)
+      let served = request
       if (length === undefined && HttpMethod.hasBody(request.method)) {
-        // A body of unknown length (chunked) is read — the request keeps it for the handler — and measured first.
-        const body = yield* Effect.either(request.text)
-        if (Either.isRight(body)) size = Buffer.byteLength(body.right)
-        if (size > MAX_BODY_BYTES) return tooLarge
+        // A body of unknown length (chunked) is read up to the limit, never further, then handed on in full.
+        const body = yield* readBounded(request)
+        if (body === undefined) return tooLarge
+        served = withBody(request, body)
       }
       const contentType = request.headers["content-type"]
-      if (size > 0 && contentType !== undefined && !isJsonMediaType(contentType)) {
+      if (Number(served.headers["content-length"] ?? 0) > 0 && contentType !== undefined && !isJsonMediaType(contentType)) {
         return errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
       }
 
       return yield* app.pipe(
+        Effect.provideService(HttpServerRequest.HttpServerRequest, served),
         Effect.catchAllCause((cause): Effect.Effect<HttpServerResponse.HttpServerResponse, E> => {
           const failure = Cause.failureOption(cause)
           if (Option.isSome(failure)) {

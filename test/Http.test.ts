@@ -200,6 +200,22 @@ describe("createPet", () => {
       yield* expectError(response, 413, "payload_too_large")
     }))
 
+  it.scoped("a body of unknown length (chunked) is read up to the limit: a small one is created, a large one 413", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      const streamed = (text: string): RequestInit => ({
+        method: "POST",
+        headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+        body: new Blob([text]).stream(),
+        duplex: "half"
+      } as RequestInit)
+      const small = yield* call(server, "/v1/pets", streamed(JSON.stringify({ name: "Streamed", categoryId: 1 })))
+      expect(small.status).toBe(201)
+      expect((yield* json(small)).name).toBe("Streamed")
+      const large = yield* call(server, "/v1/pets", streamed(JSON.stringify({ name: "x".repeat(200_000), categoryId: 1 })))
+      yield* expectError(large, 413, "payload_too_large")
+    }))
+
   it.scoped("a body that is not application/json is 415", () =>
     Effect.gen(function*() {
       const server = yield* makeTestServer
