@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The system tests run the compiled executable: `npm run test:system`.
+    exclude: ["test/system/**", "node_modules/**"],
     // bun:sqlite exists only under Bun: tests run as `bun --bun vitest run`, in forked Bun processes.
     pool: "forks",
     testTimeout: 20_000

@@ -7,7 +7,7 @@ import { Console, Effect, Layer, Redacted, Schema } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
-import { Host, Port, ServersConfig } from "./Config.js"
+import { CorsOrigins, Host, Port, ServersConfig, ShutdownTimeout } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
 import { HttpLive } from "./Http.js"
 import { LoggingLive } from "./Logging.js"
@@ -32,12 +32,13 @@ const serveOptions = { host, port, database }
 
 const serveHandler = (options: { readonly host: string; readonly port: number; readonly database: string }) =>
   Effect.gen(function*() {
-    const servers = yield* ServersConfig
     return yield* Layer.launch(
       HttpLive({
         host: options.host,
         port: options.port,
-        servers,
+        servers: yield* ServersConfig,
+        corsOrigins: yield* CorsOrigins,
+        shutdownTimeout: yield* ShutdownTimeout,
         describe: { version: VERSION, database: options.database }
       }).pipe(Layer.provide(Sql.layer(options.database)))
     )

@@ -1,14 +1,14 @@
 /**
- * Where the layers meet the server: the API's handlers and security, the server's own routes, the global middleware,
- * the repositories and the database.
+ * Where the layers meet the server: the API's handlers and security, the server's own routes, the two rings of
+ * middleware, the repositories, and Bun's listener with its graceful drain.
  */
-import { HttpApiBuilder, HttpServer } from "@effect/platform"
-import { BunHttpServer } from "@effect/platform-bun"
-import { Effect, Layer } from "effect"
+import { type HttpApi, HttpApiBuilder, HttpApp, type HttpRouter, HttpServer } from "@effect/platform"
+import { Context, Duration, Effect, Layer, type Option } from "effect"
 import { type Servers, ServedApi } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { AuthorizationLive } from "./Auth/Http.js"
-import { makeMiddleware } from "./Middleware.js"
+import { Lifecycle } from "./Lifecycle.js"
+import { makeApiMiddleware, makeServerMiddleware } from "./Middleware.js"
 import { DeprecationLive, PetsHttpLive } from "./Pets/Http.js"
 import { PetsRepo } from "./Pets/Repo.js"
 import { DocsLive, SYSTEM_PATHS, SystemRoutesLive } from "./System.js"
@@ -18,41 +18,105 @@ export const ApiLive = HttpApiBuilder.api(ServedApi).pipe(
   Layer.provide([AuthorizationLive, DeprecationLive])
 )
 
-/** Everything that answers requests, given the repositories and a SQL client. */
+/** Everything that answers requests, given the repositories, the lifecycle and a SQL client. */
 export const RoutesLive = (servers: Servers) =>
   Layer.mergeAll(
     ApiLive,
     SystemRoutesLive(servers),
     DocsLive(servers),
-    HttpApiBuilder.middleware(makeMiddleware(SYSTEM_PATHS))
+    HttpApiBuilder.middleware(makeApiMiddleware(SYSTEM_PATHS))
   )
 
-/** Everything that answers requests; needs only a SQL client. */
-export const AppLive = (servers: Servers) =>
-  RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default]))
+export interface AppOptions {
+  readonly servers: Servers
+  readonly corsOrigins: Option.Option<ReadonlyArray<string>>
+}
 
-export interface ServeOptions {
+/** The function that answers every request: what Bun serves in production and what the tests call in-process. */
+export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, (request: Request) => Promise<Response>>() {}
+
+/** The web handler of the given routes (repositories, lifecycle and SQL client still to be provided). */
+export const webHandlerFrom = <E, R>(routes: Layer.Layer<HttpApi.Api, E, R>, options: Pick<AppOptions, "corsOrigins">) =>
+  Layer.effect(
+    WebHandler,
+    Effect.gen(function*() {
+      const app = yield* HttpApiBuilder.httpApp
+      const runtime = yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>()
+      return HttpApp.toWebHandlerRuntime(runtime)(makeServerMiddleware(options)(app))
+    })
+  ).pipe(
+    Layer.provide(routes),
+    Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer, HttpServer.layerContext])
+  )
+
+/** The web handler of the whole application; needs the lifecycle and a SQL client. */
+export const WebHandlerLive = (options: AppOptions) =>
+  webHandlerFrom(RoutesLive(options.servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), options)
+
+export interface ListenOptions {
   readonly host: string
   readonly port: number
-  readonly servers: Servers
+  /** How long in-flight requests may take to finish after SIGTERM/SIGINT before they are cut off. */
+  readonly shutdownTimeout: Duration.Duration
   /** Fields for the start-up log line (database, version). */
   readonly describe?: Record<string, string>
 }
 
-const startupLog = (fields: Record<string, string>) =>
-  Layer.effectDiscard(
-    Effect.flatMap(HttpServer.HttpServer, (server) =>
-      Effect.logInfo("petstore is listening").pipe(
-        Effect.annotateLogs({ ...fields, address: HttpServer.formatAddress(server.address) })
-      ))
-  )
-
-/** The HTTP server on Bun, listening until interrupted. Needs a SQL client. */
-export const HttpLive = (options: ServeOptions) =>
-  Layer.mergeAll(HttpApiBuilder.serve(), startupLog(options.describe ?? {})).pipe(
-    Layer.provide(AppLive(options.servers)),
-    // Bodies are limited by the middleware (a JSON 413 past 64 KiB, without reading further), not by Bun's bare 413.
-    Layer.provide(
-      BunHttpServer.layer({ hostname: options.host, port: options.port, maxRequestBodySize: Number.MAX_SAFE_INTEGER })
+/**
+ * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503 at once, the listener stops
+ * accepting, the requests in flight finish with their real answers (up to `shutdownTimeout`, then the rest are cut
+ * off), and only then do the layers below it — the database among them — close.
+ */
+export const ListenerLive = (options: ListenOptions) =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const handler = yield* WebHandler
+    const lifecycle = yield* Lifecycle
+    const server = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () =>
+          Bun.serve({
+            hostname: options.host,
+            port: options.port,
+            fetch: handler,
+            // Bodies are limited by the middleware (a JSON 413 past 64 KiB, read no further), not by Bun's bare 413.
+            maxRequestBodySize: Number.MAX_SAFE_INTEGER
+          }),
+        catch: (cause) => new ListenError({ host: options.host, port: options.port, cause })
+      }),
+      (server) =>
+        Effect.gen(function*() {
+          yield* lifecycle.startDrain
+          yield* Effect.logInfo("draining").pipe(Effect.annotateLogs("inFlight", server.pendingRequests))
+          // A finalizer is uninterruptible: the wait is made interruptible so that the timeout can end it.
+          const drained = yield* Effect.promise(() => server.stop(false)).pipe(
+            Effect.interruptible,
+            Effect.timeoutOption(options.shutdownTimeout)
+          )
+          if (drained._tag === "None") {
+            yield* Effect.logWarning("shutdown timeout: cutting off the requests still in flight").pipe(
+              Effect.annotateLogs("inFlight", server.pendingRequests)
+            )
+          }
+          // Closes whatever is left (idle keep-alive connections included), so nothing holds the process open.
+          yield* Effect.promise(() => server.stop(true))
+          yield* Effect.logInfo("stopped")
+        })
     )
+    yield* Effect.logInfo("petstore is listening").pipe(
+      Effect.annotateLogs({ ...options.describe, address: server.url.href.replace(/\/$/, "") })
+    )
+  }))
+
+export class ListenError extends Error {
+  readonly _tag = "ListenError"
+  constructor(options: { readonly host: string; readonly port: number; readonly cause: unknown }) {
+    super(`Cannot listen on ${options.host}:${options.port}: ${String((options.cause as Error)?.message ?? options.cause)}`)
+  }
+}
+
+/** The HTTP server: the listener in front of the application. Needs a SQL client. */
+export const HttpLive = (options: AppOptions & ListenOptions) =>
+  ListenerLive(options).pipe(
+    Layer.provide(WebHandlerLive(options)),
+    Layer.provide(Lifecycle.Default)
   )

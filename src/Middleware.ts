@@ -1,19 +1,25 @@
 /**
- * The middleware around every route of the server. It gives every response an `X-Request-Id` and the protective
- * headers, refuses bodies over 64 KiB and bodies that are not JSON before they are read, and turns every failure that
- * the API does not encode itself (a failed decode, malformed JSON, an unknown route or method, a defect) into the
- * contract's `{code, message, status}` body. Typed API errors pass through to the API's own encoder.
+ * The middleware of the server, in two rings.
+ *
+ * - `makeApiMiddleware` runs inside the HttpApi app, around every route: it refuses bodies over 64 KiB and bodies
+ *   that are not JSON before they are read, and turns every failure the API does not encode itself (a failed decode,
+ *   malformed JSON, an unknown route or method, a defect) into the contract's `{code, message, status}` body. Typed API
+ *   errors pass through to the API's own encoder.
+ * - `makeServerMiddleware` wraps the finished app, so it sees every final response: it gives each an `X-Request-Id`
+ *   and the protective headers, applies CORS when configured, and writes the one log line of the request.
  */
 import {
   HttpApi,
   HttpApiError,
   HttpApp,
   HttpMethod,
+  HttpMiddleware,
   HttpServerError,
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Cause, Effect, Option, Stream } from "effect"
+import { Cause, Effect, Exit, FiberRef, identity, Option, Stream } from "effect"
+import { globalValue } from "effect/GlobalValue"
 import { randomUUID } from "node:crypto"
 import { ServedApi } from "./Api.js"
 import { type ErrorCode, errorBody, isApiError } from "./Domain/Errors.js"
@@ -74,16 +80,6 @@ const isJsonMediaType = (contentType: string) => {
   return type === "application/json" || /^application\/[\w.+-]+\+json$/.test(type)
 }
 
-/** The headers every response carries. */
-const commonHeaders = (requestId: string) =>
-  HttpApp.appendPreResponseHandler((_request, response) =>
-    Effect.succeed(HttpServerResponse.setHeaders(response, {
-      "x-request-id": requestId,
-      "x-content-type-options": "nosniff",
-      "cache-control": "no-store"
-    }))
-  )
-
 /** The body, or undefined once it passes the limit (reading stops there). An unreadable body counts as empty. */
 const readBounded = (request: HttpServerRequest.HttpServerRequest) =>
   request.stream.pipe(
@@ -108,7 +104,7 @@ const withBody = (request: HttpServerRequest.HttpServerRequest, body: Uint8Array
 
 const tooLarge = errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
 
-export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
+export const makeApiMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
   const allowedMethods = makeRouteTable(extraGetPaths)
 
   const unexpected = (cause: Cause.Cause<unknown>) =>
@@ -130,10 +126,6 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const sent = request.headers["x-request-id"]
-      const requestId = sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID()
-      yield* commonHeaders(requestId)
-
       const length = request.headers["content-length"]
       if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
       let served = request
@@ -164,8 +156,7 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
           const defect = Cause.squash(cause)
           if (defect instanceof HttpServerError.RequestError) return Effect.succeed(requestError(defect))
           return unexpected(cause)
-        }),
-        Effect.annotateLogs("requestId", requestId)
+        })
       )
     })
 }
@@ -175,3 +166,61 @@ const requestError = (error: HttpServerError.RequestError) =>
   error.reason === "Decode"
     ? errorResponse(400, "invalid_json", "The request body is not valid JSON.")
     : errorResponse(400, "bad_request", "The request could not be read.")
+
+/** The key id a request authenticated with, set by the authorization check, for the request's log line. */
+export const currentKeyId = globalValue(
+  Symbol.for("petstore/Middleware/currentKeyId"),
+  () => FiberRef.unsafeMake<string | undefined>(undefined)
+)
+
+export interface ServerMiddlewareOptions {
+  /** `Some` enables CORS for these origins (`["*"]`: any origin); `None` leaves it off. */
+  readonly corsOrigins: Option.Option<ReadonlyArray<string>>
+}
+
+const EXPOSED_HEADERS = ["link", "location", "x-request-id", "deprecation", "sunset", "www-authenticate", "allow"]
+
+export const makeServerMiddleware = (options: ServerMiddlewareOptions) => {
+  const cors: HttpMiddleware.HttpMiddleware = Option.match(options.corsOrigins, {
+    onNone: (): HttpMiddleware.HttpMiddleware => identity,
+    onSome: (origins) =>
+      HttpMiddleware.cors({
+        allowedOrigins: origins.includes("*") ? [] : origins,
+        allowedMethods: ["GET", "HEAD", "POST"],
+        allowedHeaders: ["authorization", "content-type", "x-request-id"],
+        exposedHeaders: EXPOSED_HEADERS,
+        maxAge: 600
+      })
+  })
+
+  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const started = performance.now()
+      const sent = request.headers["x-request-id"]
+      const requestId = sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID()
+      yield* HttpApp.appendPreResponseHandler((_request, response) =>
+        Effect.succeed(HttpServerResponse.setHeaders(response, {
+          "x-request-id": requestId,
+          "x-content-type-options": "nosniff",
+          "cache-control": "no-store"
+        }))
+      )
+      return yield* cors(app).pipe(
+        Effect.onExit((exit) =>
+          Effect.flatMap(FiberRef.get(currentKeyId), (keyId) =>
+            Effect.logInfo("request").pipe(
+              Effect.annotateLogs({
+                method: request.method,
+                // The path alone: a query string could carry what does not belong in a log.
+                path: new URL(request.url, "http://localhost").pathname,
+                status: Exit.isSuccess(exit) ? exit.value.status : Cause.isInterruptedOnly(exit.cause) ? 503 : 500,
+                durationMs: Math.round((performance.now() - started) * 100) / 100,
+                ...(keyId === undefined ? {} : { keyId })
+              })
+            ))
+        ),
+        Effect.annotateLogs("requestId", requestId)
+      )
+    })
+}

@@ -11,7 +11,7 @@ export const DatabaseUrl = Config.string("DATABASE_URL").pipe(Config.withDefault
 
 const runMigrations = Migrator.make({})({ loader: Migrator.fromRecord(migrations) })
 
-const MigrationsLive = Layer.effectDiscard(
+export const MigrationsLive = Layer.effectDiscard(
   runMigrations.pipe(
     Effect.tap((applied) =>
       applied.length === 0 ? Effect.void : Effect.logDebug("migrations applied", applied.map(([id, name]) => `${id}_${name}`))

@@ -2,14 +2,14 @@
  * The HTTP API in-process, through the application production serves: one test per row of the interface's response
  * tables, and the contract's decisions (auth variants, bad bodies and queries, pagination, headers, error shapes).
  */
-import { HttpApiBuilder, HttpServer } from "@effect/platform"
 import { SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { openApiDocument } from "../src/Api.js"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import type { Pet } from "../src/Domain/Pet.js"
-import { RoutesLive } from "../src/Http.js"
+import { RoutesLive, WebHandler, webHandlerFrom } from "../src/Http.js"
+import { Lifecycle } from "../src/Lifecycle.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import * as Sql from "../src/Sql.js"
 import { authorized, makeTestServer, ORIGIN, type Server, servers } from "./support/http.js"
@@ -455,20 +455,15 @@ describe("the typed client derived from Api", () => {
 describe("failures of the storage", () => {
   const withRepo = (repo: Partial<PetsRepo>) =>
     Effect.gen(function*() {
-      const database = Sql.layer(":memory:")
-      const memoMap = yield* Layer.makeMemoMap
-      const context = yield* Layer.buildWithMemoMap(Layer.provide(ApiKeys.Default, database), memoMap, yield* Effect.scope)
-      const keys = yield* Effect.provide(ApiKeys, context)
-      const { key } = yield* keys.create("failing")
-      const { dispose, handler } = HttpApiBuilder.toWebHandler(
-        Layer.mergeAll(RoutesLive(servers), HttpServer.layerContext).pipe(
-          Layer.provide(Layer.succeed(PetsRepo, PetsRepo.make(repo as PetsRepo))),
-          Layer.provide(ApiKeys.Default),
-          Layer.provide(database)
-        ),
-        { memoMap }
+      const failingRepo = Layer.succeed(PetsRepo, PetsRepo.make(repo as PetsRepo))
+      const context = yield* Layer.build(
+        Layer.mergeAll(
+          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide(failingRepo)), { corsOrigins: Option.none() }),
+          ApiKeys.Default
+        ).pipe(Layer.provide([ApiKeys.Default, Lifecycle.Default]), Layer.provide(Sql.layer(":memory:")))
       )
-      yield* Effect.addFinalizer(() => Effect.promise(dispose))
+      const { key } = yield* Context.get(context, ApiKeys).create("failing")
+      const handler = Context.get(context, WebHandler)
       return (path: string) => Effect.promise(() => handler(new Request(`${ORIGIN}${path}`, authorized(Redacted.value(key)))))
     })
 

@@ -3,8 +3,9 @@
  * carries and compared by hash in constant time. A refusal is a 401 with `WWW-Authenticate: Bearer`.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, FiberRef, Layer, Option, Redacted } from "effect"
 import { orUnavailable, unauthorized } from "../Domain/Errors.js"
+import { currentKeyId } from "../Middleware.js"
 import { Authorization } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
 
@@ -37,6 +38,7 @@ export const AuthorizationLive = Layer.effect(
           if (Option.isNone(token)) return yield* refuse("The Authorization header must be 'Bearer <API_KEY>'.")
           const key = yield* orUnavailable(keys.authenticate(token.value))
           if (Option.isNone(key)) return yield* refuse("The API key is not valid.")
+          yield* FiberRef.set(currentKeyId, key.value.id)
           return key.value
         })
     })

@@ -1,13 +1,15 @@
 /**
- * The whole application in-process, as production serves it (`AppLive` from src/Http.ts, the same middleware, routes
- * and handlers) on a fresh in-memory database, reached through its web handler: raw `fetch` for headers and hostile
+ * The whole application in-process, as production serves it (the `WebHandler` that Bun serves: the same middleware,
+ * routes and handlers) on a fresh in-memory database, reached through that handler: raw `fetch` for headers and hostile
  * bodies, and the typed `HttpApiClient` derived from `Api` for everything a well-behaved client does.
  */
-import { FetchHttpClient, HttpApiBuilder, HttpApiClient, HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import type { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { Api, type Servers } from "../../src/Api.js"
 import { ApiKeys } from "../../src/Auth/ApiKeys.js"
-import { AppLive } from "../../src/Http.js"
+import { WebHandler, WebHandlerLive } from "../../src/Http.js"
+import { Lifecycle } from "../../src/Lifecycle.js"
 import * as Sql from "../../src/Sql.js"
 
 export const ORIGIN = "http://petstore.test"
@@ -25,25 +27,32 @@ const makeClient = (fetch: Fetch, key?: string) =>
       fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch)
   )
 
-/** A fresh application with its own in-memory database, disposed with the scope. */
-export const makeTestServer = Effect.gen(function*() {
-  const memoMap = yield* Layer.makeMemoMap
-  const scope = yield* Effect.scope
-  // One in-memory database, shared by the key service and the application through the memo map.
-  const database = Sql.layer(":memory:")
-  const context = yield* Layer.buildWithMemoMap(Layer.provide(ApiKeys.Default, database), memoMap, scope)
-  const { dispose, handler } = HttpApiBuilder.toWebHandler(
-    Layer.mergeAll(AppLive(servers), HttpServer.layerContext).pipe(Layer.provide(database)),
-    { memoMap }
+/** A fresh application on the given database, disposed with the scope. */
+export const makeTestServerWith = <E>(database: Layer.Layer<SqlClient.SqlClient, E>) => Effect.gen(function*() {
+  const context = yield* Layer.build(
+    Layer.mergeAll(WebHandlerLive({ servers, corsOrigins: Option.none() }), ApiKeys.Default).pipe(
+      Layer.provideMerge(Lifecycle.Default),
+      Layer.provide(database)
+    )
   )
-  yield* Effect.addFinalizer(() => Effect.promise(dispose))
+  const handler = Context.get(context, WebHandler)
   const keys = Context.get(context, ApiKeys)
   const created = yield* keys.create("test")
   const key = Redacted.value(created.key)
   const fetch: Fetch = (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
   const client = yield* makeClient(fetch, key)
-  return { fetch, key, keys, client, clientWith: (other?: string) => makeClient(fetch, other) }
+  return {
+    fetch,
+    key,
+    keys,
+    client,
+    lifecycle: Context.get(context, Lifecycle),
+    clientWith: (other?: string) => makeClient(fetch, other)
+  }
 })
+
+/** A fresh application with its own in-memory database, disposed with the scope. */
+export const makeTestServer = makeTestServerWith(Sql.layer(":memory:"))
 
 export type Server = Effect.Effect.Success<typeof makeTestServer>
 

@@ -1,0 +1,212 @@
+/**
+ * API keys: the pure helpers (format, hashing, constant-time check) and the service on an in-memory database (issue,
+ * authenticate, revoke, list, last-use bookkeeping), with the test clock standing in for time.
+ */
+import { SqlClient } from "@effect/sql"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option, Redacted, TestClock } from "effect"
+import { ApiKeys, generateKey, hashKey, keyIdOf, matchesHash } from "../src/Auth/ApiKeys.js"
+import * as Sql from "../src/Sql.js"
+import { API_KEY_FORMAT } from "./support/keys.js"
+
+/** The text of a key with its last character replaced by another valid one. */
+const alterLast = (key: string) => key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
+
+/** Tokens that are not well-formed keys, made from a real one. */
+const malformed = (key: string) => [
+  "",
+  "psk",
+  `Bearer ${key}`,
+  ` ${key}`,
+  `${key} `,
+  `${key}\n`,
+  `${key}A`,
+  key.slice(0, -1),
+  key.toUpperCase(),
+  key.replace(/^psk_/, "pk_"),
+  key.replace(/^psk_[0-9a-f]{12}_/, "psk_0123456789AB_"),
+  key.replace(/^psk_[0-9a-f]{12}_/, "psk_0123456789a_"),
+  key.slice(0, -1) + "=",
+  key.slice(0, -1) + "+"
+]
+
+describe("API key helpers", () => {
+  it("generateKey makes a psk_<id>_<secret> key whose id is the key id", () => {
+    const { id, key } = generateKey()
+    const text = Redacted.value(key)
+    expect(text).toMatch(API_KEY_FORMAT)
+    expect(API_KEY_FORMAT.exec(text)?.[1]).toBe(id)
+    expect(Buffer.from(text.slice(-43), "base64url")).toHaveLength(32)
+    expect(String(key)).not.toContain(text)
+  })
+
+  it("generateKey draws fresh randomness for every key", () => {
+    const keys = Array.from({ length: 100 }, () => generateKey())
+    expect(new Set(keys.map((k) => k.id)).size).toBe(100)
+    expect(new Set(keys.map((k) => Redacted.value(k.key).slice(-43))).size).toBe(100)
+  })
+
+  it("hashKey is the hex SHA-256 of the key", () => {
+    expect(hashKey("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    expect(hashKey("")).toBe("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+  })
+
+  it("keyIdOf reads the id of a well-formed key and nothing else", () => {
+    const { id, key } = generateKey()
+    const text = Redacted.value(key)
+    expect(keyIdOf(text)).toEqual(Option.some(id))
+    for (const token of malformed(text)) expect(keyIdOf(token), token).toEqual(Option.none())
+  })
+
+  it("matchesHash accepts the key the hash was made from and nothing else", () => {
+    const key = Redacted.value(generateKey().key)
+    const hash = hashKey(key)
+    expect(matchesHash(key, hash)).toBe(true)
+    expect(matchesHash(alterLast(key), hash)).toBe(false)
+    expect(matchesHash(key, hashKey(alterLast(key)))).toBe(false)
+    expect(matchesHash(key, hash.slice(0, -2))).toBe(false)
+    expect(matchesHash(key, `${hash}00`)).toBe(false)
+    expect(matchesHash(key, "")).toBe(false)
+    expect(matchesHash(key, "not hex at all")).toBe(false)
+  })
+})
+
+describe("ApiKeys", () => {
+  /** A fresh in-memory database per test, with the SQL client alongside to look at the stored rows. */
+  const withKeys = Effect.provide(ApiKeys.Default.pipe(Layer.provideMerge(Sql.SqlTest)))
+
+  const authenticate = (key: string) => Effect.flatMap(ApiKeys, (keys) => keys.authenticate(Redacted.make(key)))
+
+  /** The one listed key with this id. */
+  const listed = (id: string) =>
+    Effect.map(Effect.flatMap(ApiKeys, (keys) => keys.list), (all) => {
+      const matching = all.filter((key) => key.id === id)
+      expect(matching).toHaveLength(1)
+      return matching[0]
+    })
+
+  it.effect("a created key authenticates as itself", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const created = yield* keys.create("ci")
+      const key = Redacted.value(created.key)
+      expect(created.name).toBe("ci")
+      expect(key).toMatch(API_KEY_FORMAT)
+      expect(keyIdOf(key)).toEqual(Option.some(created.id))
+      expect(yield* authenticate(key)).toEqual(Option.some({ id: created.id, name: "ci" }))
+    }).pipe(withKeys))
+
+  it.effect("only the hash is stored, never the key", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const sql = yield* SqlClient.SqlClient
+      const created = yield* keys.create("ci")
+      const key = Redacted.value(created.key)
+      const rows = yield* sql<Record<string, unknown>>`SELECT * FROM api_keys`
+      expect(rows).toHaveLength(1)
+      expect(rows[0].id).toBe(created.id)
+      expect(rows[0].hash).toBe(hashKey(key))
+      const secret = key.slice(-43)
+      for (const value of Object.values(rows[0])) {
+        expect(String(value)).not.toContain(key)
+        expect(String(value)).not.toContain(secret)
+      }
+    }).pipe(withKeys))
+
+  it.effect("a key that differs in one character, or carries an unknown id, does not authenticate", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const created = yield* keys.create("ci")
+      const key = Redacted.value(created.key)
+      expect(yield* authenticate(alterLast(key))).toEqual(Option.none())
+      expect(yield* authenticate(Redacted.value(generateKey().key))).toEqual(Option.none())
+      expect(yield* authenticate(key)).toEqual(Option.some({ id: created.id, name: "ci" }))
+    }).pipe(withKeys))
+
+  it.effect("a malformed token does not authenticate", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const key = Redacted.value((yield* keys.create("ci")).key)
+      for (const token of malformed(key)) expect(yield* authenticate(token), token).toEqual(Option.none())
+    }).pipe(withKeys))
+
+  it.effect("a revoked key no longer authenticates; revoking keeps the first revocation time", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const created = yield* keys.create("ci")
+      const other = yield* keys.create("other")
+      yield* TestClock.adjust("1 hour")
+      expect(yield* keys.revoke(created.id)).toBe(true)
+      expect(yield* authenticate(Redacted.value(created.key))).toEqual(Option.none())
+      const revokedAt = new Date(60 * 60 * 1000).toISOString()
+      expect((yield* listed(created.id)).revokedAt).toBe(revokedAt)
+
+      yield* TestClock.adjust("1 hour")
+      yield* keys.revoke(created.id)
+      expect((yield* listed(created.id)).revokedAt).toBe(revokedAt)
+      expect(yield* authenticate(Redacted.value(created.key))).toEqual(Option.none())
+
+      // Other keys are untouched.
+      expect((yield* listed(other.id)).revokedAt).toBeNull()
+      expect(yield* authenticate(Redacted.value(other.key))).toEqual(Option.some({ id: other.id, name: "other" }))
+    }).pipe(withKeys))
+
+  it.effect("revoking an unknown id reports false and changes nothing", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const created = yield* keys.create("ci")
+      expect(yield* keys.revoke(generateKey().id)).toBe(false)
+      expect((yield* listed(created.id)).revokedAt).toBeNull()
+      expect(Option.isSome(yield* authenticate(Redacted.value(created.key)))).toBe(true)
+    }).pipe(withKeys))
+
+  it.effect("list shows id, name and times in creation order, never the key or its hash", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const first = yield* keys.create("first")
+      yield* TestClock.adjust("1 minute")
+      const second = yield* keys.create("second")
+      yield* keys.revoke(first.id)
+      const all = yield* keys.list
+      expect(all).toEqual([
+        {
+          id: first.id,
+          name: "first",
+          createdAt: "1970-01-01T00:00:00.000Z",
+          lastUsedAt: null,
+          revokedAt: "1970-01-01T00:01:00.000Z"
+        },
+        { id: second.id, name: "second", createdAt: "1970-01-01T00:01:00.000Z", lastUsedAt: null, revokedAt: null }
+      ])
+      const text = JSON.stringify(all)
+      for (const { key } of [first, second]) {
+        expect(text).not.toContain(Redacted.value(key))
+        expect(text).not.toContain(hashKey(Redacted.value(key)))
+      }
+    }).pipe(withKeys))
+
+  it.effect("authenticate records the last use, at most once a minute", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const created = yield* keys.create("ci")
+      const key = Redacted.value(created.key)
+      yield* TestClock.adjust("10 seconds")
+      expect((yield* listed(created.id)).lastUsedAt).toBeNull()
+
+      yield* authenticate(key)
+      expect((yield* listed(created.id)).lastUsedAt).toBe("1970-01-01T00:00:10.000Z")
+
+      yield* TestClock.adjust("59 seconds")
+      yield* authenticate(key)
+      expect((yield* listed(created.id)).lastUsedAt).toBe("1970-01-01T00:00:10.000Z")
+
+      yield* TestClock.adjust("2 minutes")
+      yield* authenticate(key)
+      expect((yield* listed(created.id)).lastUsedAt).toBe("1970-01-01T00:03:09.000Z")
+
+      // A failed attempt is not a use.
+      yield* TestClock.adjust("5 minutes")
+      yield* authenticate(alterLast(key))
+      expect((yield* listed(created.id)).lastUsedAt).toBe("1970-01-01T00:03:09.000Z")
+    }).pipe(withKeys))
+})

@@ -1,0 +1,158 @@
+/**
+ * The command line as an operator meets it: `src/main.ts` run by Bun as a subprocess, with its own database file and
+ * only the environment a test gives it, judged by exit code and output.
+ */
+import { assert, describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { tempDatabaseFile } from "./support/files.js"
+import { API_KEY_FORMAT } from "./support/keys.js"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+interface Run {
+  readonly status: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs the program to completion; one still running after 30 seconds (a server that started) is a defect. */
+const spawnPetstore = (database: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.sync((): Run => {
+    const result = spawnSync(process.execPath, ["src/main.ts", ...args], {
+      cwd: root,
+      encoding: "utf8",
+      timeout: 30_000,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: database, LOG_FORMAT: "json", ...env }
+    })
+    if (result.error !== undefined) throw result.error
+    if (result.status === null) throw new Error(`petstore ${args.join(" ")} was killed by ${result.signal}`)
+    return { status: result.status, stdout: result.stdout, stderr: result.stderr }
+  })
+
+/** `petstore`, with a database file of its own (removed with the scope) and only the environment a test gives it. */
+const makePetstore = Effect.map(
+  tempDatabaseFile,
+  (database) => (args: ReadonlyArray<string>, env: Record<string, string> = {}) => spawnPetstore(database, args, env)
+)
+
+type Petstore = Effect.Effect.Success<typeof makePetstore>
+
+const lastLine = (text: string) => text.trimEnd().split("\n").at(-1) ?? ""
+
+/** Issues a key with `keys create`: the id and secret parts of the key on the last line of stdout. */
+const createKey = (petstore: Petstore, name: string) =>
+  Effect.map(petstore(["keys", "create", "--name", name]), (created) => {
+    expect(created.status).toBe(0)
+    const match = API_KEY_FORMAT.exec(lastLine(created.stdout))
+    assert(match !== null, `not a key: ${lastLine(created.stdout)}`)
+    const [, id, secret] = match
+    return { id, secret }
+  })
+
+/** The cells of the `keys list` row of a key: id, name, created, last used, revoked. */
+const listedRow = (list: Run, id: string) => {
+  const rows = list.stdout.split("\n").filter((line) => line.startsWith(`${id} `))
+  expect(rows).toHaveLength(1)
+  return rows[0].split(/\s+/)
+}
+
+describe("petstore command line", { timeout: 120_000 }, () => {
+  it.scoped("keys create prints the key alone on the last line of stdout", () =>
+    Effect.gen(function*() {
+      const petstore = yield* makePetstore
+      const created = yield* petstore(["keys", "create", "--name", "ci"])
+      expect(created.status).toBe(0)
+      expect(lastLine(created.stdout)).toMatch(API_KEY_FORMAT)
+    }))
+
+  it.scoped("keys list shows a key's id, name and times, never the key", () =>
+    Effect.gen(function*() {
+      const petstore = yield* makePetstore
+      const { id, secret } = yield* createKey(petstore, "ci")
+      const list = yield* petstore(["keys", "list"])
+      expect(list.status).toBe(0)
+      expect(list.stdout.split(/\s+/).slice(0, 7)).toEqual(["ID", "NAME", "CREATED", "LAST", "USED", "REVOKED", id])
+      const [, name, created, lastUsed, revoked] = listedRow(list, id)
+      expect(name).toBe("ci")
+      expect(created).toMatch(ISO_TIME)
+      expect(lastUsed).toBe("-")
+      expect(revoked).toBe("-")
+      expect(list.stdout + list.stderr).not.toContain(secret)
+    }))
+
+  it.scoped("keys revoke revokes the key, and keys list then shows when", () =>
+    Effect.gen(function*() {
+      const petstore = yield* makePetstore
+      const { id } = yield* createKey(petstore, "ci")
+      const revoke = yield* petstore(["keys", "revoke", id])
+      expect(revoke.status).toBe(0)
+      expect(revoke.stdout).toContain(id)
+      const [, , created, , revoked] = listedRow(yield* petstore(["keys", "list"]), id)
+      expect(revoked).toMatch(ISO_TIME)
+      expect(Date.parse(revoked)).toBeGreaterThanOrEqual(Date.parse(created))
+    }))
+
+  it.scoped("keys revoke of an unknown or malformed id fails", () =>
+    Effect.gen(function*() {
+      const petstore = yield* makePetstore
+      const unknown = yield* petstore(["keys", "revoke", "0123456789ab"])
+      expect(unknown.status).not.toBe(0)
+      expect(unknown.stdout + unknown.stderr).toContain("0123456789ab")
+      const malformed = yield* petstore(["keys", "revoke", "not-a-key-id"])
+      expect(malformed.status).not.toBe(0)
+    }))
+
+  it.scoped("openapi prints the OpenAPI 3.1 document with the configured servers", () =>
+    Effect.gen(function*() {
+      const petstore = yield* makePetstore
+      const openapi = yield* petstore(["openapi"], {
+        PUBLIC_URL: "https://pets.example.test/v1",
+        STAGING_URL: "http://staging.pets.example.test/v1"
+      })
+      expect(openapi.status).toBe(0)
+      const document = JSON.parse(openapi.stdout)
+      expect(document.openapi).toBe("3.1.0")
+      expect(document.info.version).toBe("1.0.0")
+      const operationIds = Object.values(document.paths as Record<string, Record<string, { operationId: string }>>)
+        .flatMap((operations) => Object.values(operations).map((operation) => operation.operationId))
+      expect(operationIds.sort()).toEqual(["createPet", "getPet", "listPets"])
+      expect(document.servers.map((server: { url: string }) => server.url)).toEqual([
+        "https://pets.example.test/v1",
+        "http://staging.pets.example.test/v1"
+      ])
+    }))
+
+  it.scoped("--version prints the version", () =>
+    Effect.gen(function*() {
+      const petstore = yield* makePetstore
+      const version = yield* petstore(["--version"])
+      expect(version.status).toBe(0)
+      expect(version.stdout.trim()).toBe("1.0.0")
+    }))
+
+  for (
+    const { command, value, variable } of [
+      { command: ["serve"], variable: "PORT", value: "abc" },
+      // An ephemeral port, should the server start despite the bad level (then the run times out and the test fails).
+      { command: ["serve", "--port", "0"], variable: "LOG_LEVEL", value: "loud" },
+      { command: ["keys", "list"], variable: "LOG_LEVEL", value: "loud" },
+      { command: ["keys", "list"], variable: "LOG_FORMAT", value: "yaml" },
+      { command: ["openapi"], variable: "PUBLIC_URL", value: "ftp://pets.example.test/v1" },
+      { command: ["openapi"], variable: "STAGING_URL", value: "not a url" },
+      { command: ["serve", "--port", "0"], variable: "SHUTDOWN_TIMEOUT", value: "soon" },
+      { command: ["serve", "--port", "0"], variable: "CORS_ORIGINS", value: "https://app.example.test/path" }
+    ]
+  ) {
+    it.scoped(`${command.join(" ")} with ${variable}=${value} stops, naming the variable`, () =>
+      Effect.gen(function*() {
+        const petstore = yield* makePetstore
+        const result = yield* petstore(command, { [variable]: value })
+        expect(result.status).not.toBe(0)
+        expect(result.stdout + result.stderr).toContain(variable)
+      }))
+  }
+})

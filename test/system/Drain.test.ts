@@ -1,0 +1,165 @@
+/**
+ * Graceful drain, on the compiled executable: under a steady stream of creates and lists, SIGTERM lets every request
+ * that the server accepted finish with its real answer, then closes the database and exits 0, and every acknowledged
+ * pet is stored. "Accepted" is read from the server's own request log: each request carries its own X-Request-Id.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { connect } from "node:net"
+import { createKey, serve, tempDir } from "./support.js"
+
+const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms))
+
+/**
+ * A create whose body arrives in two parts: the server has accepted and started it when the first part is sent, and
+ * cannot finish it before the second. Resolves with the raw response text, or the socket error.
+ */
+const slowCreate = (origin: string, key: string) => {
+  const { hostname, port } = new URL(origin)
+  const socket = connect(Number(port), hostname)
+  let response = ""
+  const done = new Promise<string>((resolve) => {
+    socket.on("data", (chunk) => (response += chunk))
+    socket.on("end", () => resolve(response))
+    socket.on("error", (error) => resolve(`error: ${error.message}`))
+  })
+  const chunk = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`
+  socket.write(
+    `POST /v1/pets HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${key}\r\n` +
+      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+      chunk("{\"name\": \"Slow\",")
+  )
+  return { finish: () => socket.write(chunk(" \"categoryId\": 7}") + "0\r\n\r\n"), response: done }
+}
+
+const WORKERS = 16
+
+interface Outcome {
+  readonly status: number
+  readonly body: any
+}
+
+describe("SIGTERM under load", () => {
+  const temp = tempDir()
+  afterAll(temp.remove)
+
+  it("answers every accepted request with its real answer, stores every acknowledged pet, and exits 0", async () => {
+    const env = { DATABASE_URL: `${temp.dir}/drain.db` }
+    const key = createKey(env)
+    const server = await serve(env)
+    const answered = new Map<string, Outcome>()
+    const failed = new Set<string>()
+    let stopping = false
+
+    const worker = async (n: number) => {
+      for (let i = 0; ; i++) {
+        const id = `drain-${n}-${i}`
+        // One connection per request, so that a request is either read by the server or not at all.
+        const headers = { authorization: `Bearer ${key}`, "content-type": "application/json", connection: "close", "x-request-id": id }
+        const request = i % 2 === 0
+          ? fetch(`${server.origin}/v1/pets`, {
+            method: "POST",
+            headers,
+            body: JSON.stringify({ name: `Worker ${n} pet ${i}`, categoryId: n + 1 })
+          })
+          : fetch(`${server.origin}/v1/pets?limit=5`, { headers })
+        const outcome = await request.then(
+          async (response) => ({ status: response.status, body: await response.json() }),
+          () => undefined
+        )
+        if (outcome !== undefined) answered.set(id, outcome)
+        else {
+          failed.add(id)
+          if (stopping) return
+        }
+      }
+    }
+
+    const workers = Array.from({ length: WORKERS }, (_, n) => worker(n))
+    await new Promise((done) => setTimeout(done, 400))
+    stopping = true
+    server.kill("SIGTERM")
+    const code = await server.exited
+    await Promise.all(workers)
+    expect(code).toBe(0)
+
+    const log = server.output().split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line))
+    const messages = log.map((entry) => entry.message)
+    expect(messages).toContain("draining")
+    expect(messages.indexOf("stopped")).toBeGreaterThan(messages.indexOf("draining"))
+    const accepted = new Map<string, number>(
+      log
+        .filter((entry) => entry.message === "request" && String(entry.annotations.requestId).startsWith("drain-"))
+        .map((entry) => [entry.annotations.requestId, entry.annotations.status])
+    )
+    expect(accepted.size).toBeGreaterThan(50)
+
+    // Every request the server accepted was answered, with a 2xx, and the client received that answer.
+    for (const [id, status] of accepted) {
+      expect(status, id).toBeGreaterThanOrEqual(200)
+      expect(status, id).toBeLessThan(300)
+      expect(answered.get(id)?.status, id).toBe(status)
+    }
+    // A request the client saw fail was never accepted.
+    for (const id of failed) expect(accepted.has(id), id).toBe(false)
+    expect(failed.size).toBeGreaterThan(0)
+
+    // Every 201 is in the database, with the fields it was acknowledged with.
+    const created = [...answered.values()].filter((outcome) => outcome.status === 201).map((outcome) => outcome.body)
+    expect(created.length).toBeGreaterThan(0)
+    const restarted = await serve(env)
+    const stored = new Map<number, unknown>()
+    let next: string | undefined = "/v1/pets?limit=100"
+    while (next !== undefined) {
+      const response: Response = await fetch(`${restarted.origin}${next}`, { headers: { authorization: `Bearer ${key}` } })
+      for (const pet of (await response.json()) as Array<{ id: number }>) stored.set(pet.id, pet)
+      next = /^<([^>]+)>; rel="next"$/.exec(response.headers.get("link") ?? "")?.[1]
+    }
+    restarted.kill("SIGTERM")
+    expect(await restarted.exited).toBe(0)
+    for (const pet of created) expect(stored.get(pet.id)).toEqual(pet)
+  })
+})
+
+describe("SIGTERM with a request in flight", () => {
+  const temp = tempDir()
+  afterAll(temp.remove)
+
+  it("stops accepting at once, completes the request in flight with its real answer, then exits 0", async () => {
+    const env = { DATABASE_URL: `${temp.dir}/inflight.db` }
+    const key = createKey(env)
+    const server = await serve(env)
+    const slow = slowCreate(server.origin, key)
+    await sleep(300)
+    server.kill("SIGTERM")
+    await sleep(500)
+    // Draining: no new connection is accepted, and the process waits for the request in flight.
+    const refused = await fetch(`${server.origin}/healthz`).then(() => false, () => true)
+    expect(refused).toBe(true)
+    expect(server.process.exitCode).toBeNull()
+    slow.finish()
+    const response = await slow.response
+    expect(response).toMatch(/^HTTP\/1\.1 201 /)
+    expect(response).toContain("\"name\":\"Slow\"")
+    expect(await server.exited).toBe(0)
+
+    const restarted = await serve(env)
+    const pets = await fetch(`${restarted.origin}/v1/pets`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json())
+    restarted.kill("SIGTERM")
+    await restarted.exited
+    expect(pets).toMatchObject([{ name: "Slow", categoryId: 7, status: "available" }])
+  })
+
+  it("cuts off what is still in flight after SHUTDOWN_TIMEOUT, logs it, and exits 0", async () => {
+    const env = { DATABASE_URL: `${temp.dir}/timeout.db`, SHUTDOWN_TIMEOUT: "300 millis" }
+    const key = createKey(env)
+    const server = await serve(env)
+    const slow = slowCreate(server.origin, key)
+    await sleep(300)
+    const started = Date.now()
+    server.kill("SIGTERM")
+    expect(await server.exited).toBe(0)
+    expect(Date.now() - started).toBeLessThan(5_000)
+    expect(await slow.response).not.toMatch(/^HTTP\/1\.1 2/)
+    expect(server.output()).toContain("shutdown timeout")
+  })
+})
