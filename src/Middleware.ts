@@ -178,6 +178,21 @@ export interface ServerMiddlewareOptions {
   readonly corsOrigins: Option.Option<ReadonlyArray<string>>
 }
 
+/** Limits on the request line and head, below Bun's own (16 KiB, answered with a bare 431), so they get an Error body. */
+export const MAX_URL_BYTES = 8 * 1024
+export const MAX_HEADER_BYTES = 8 * 1024
+
+const refuseOversized = (request: HttpServerRequest.HttpServerRequest) => {
+  if (request.url.length > MAX_URL_BYTES) {
+    return errorResponse(414, "uri_too_long", `The request URL is over ${MAX_URL_BYTES} bytes.`)
+  }
+  let size = 0
+  for (const name in request.headers) size += name.length + request.headers[name].length + 4
+  return size > MAX_HEADER_BYTES
+    ? errorResponse(431, "header_too_large", `The request headers are over ${MAX_HEADER_BYTES} bytes.`)
+    : undefined
+}
+
 const EXPOSED_HEADERS = ["link", "location", "x-request-id", "deprecation", "sunset", "www-authenticate", "allow"]
 
 export const makeServerMiddleware = (options: ServerMiddlewareOptions) => {
@@ -206,7 +221,8 @@ export const makeServerMiddleware = (options: ServerMiddlewareOptions) => {
           "cache-control": "no-store"
         }))
       )
-      return yield* cors(app).pipe(
+      const refusal = refuseOversized(request)
+      return yield* (refusal === undefined ? cors(app) : Effect.succeed(refusal)).pipe(
         Effect.onExit((exit) =>
           Effect.flatMap(FiberRef.get(currentKeyId), (keyId) =>
             Effect.logInfo("request").pipe(

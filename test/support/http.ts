@@ -28,9 +28,12 @@ const makeClient = (fetch: Fetch, key?: string) =>
   )
 
 /** A fresh application on the given database, disposed with the scope. */
-export const makeTestServerWith = <E>(database: Layer.Layer<SqlClient.SqlClient, E>) => Effect.gen(function*() {
+export const makeTestServerWith = <E>(
+  database: Layer.Layer<SqlClient.SqlClient, E>,
+  options: { readonly corsOrigins?: ReadonlyArray<string> } = {}
+) => Effect.gen(function*() {
   const context = yield* Layer.build(
-    Layer.mergeAll(WebHandlerLive({ servers, corsOrigins: Option.none() }), ApiKeys.Default).pipe(
+    Layer.mergeAll(WebHandlerLive({ servers, corsOrigins: Option.fromNullable(options.corsOrigins) }), ApiKeys.Default).pipe(
       Layer.provideMerge(Lifecycle.Default),
       Layer.provide(database)
     )
