@@ -21,6 +21,8 @@ export const SystemRoutesLive = (servers: Servers) =>
       yield* router.get(
         "/readyz",
         sql`SELECT 1`.pipe(
+          // The answer does not wait for an unanswered query to be cancelled: that happens in the background.
+          Effect.disconnect,
           Effect.timeout(READY_TIMEOUT),
           Effect.as(ok),
           Effect.catchAll((error) =>
