@@ -3,6 +3,7 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    globalSetup: ["test/support/notice.ts"],
     // bun:sqlite exists only under Bun: tests run as `bun --bun vitest run`, in forked Bun processes.
     pool: "forks",
     testTimeout: 20_000

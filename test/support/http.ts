@@ -1,14 +1,16 @@
 /**
  * The whole application in-process, as production serves it (`AppLive` from src/Http.ts, the same middleware, routes
- * and handlers) on a fresh in-memory database, reached through its web handler: raw `fetch` for headers and hostile
+ * and handlers) on a fresh database of the given backend, reached through its web handler: raw `fetch` for headers and hostile
  * bodies, and the typed `HttpApiClient` derived from `Api` for everything a well-behaved client does.
  */
 import { FetchHttpClient, HttpApiBuilder, HttpApiClient, HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
+import type { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { Api, type Servers } from "../../src/Api.js"
 import { ApiKeys } from "../../src/Auth/ApiKeys.js"
 import { AppLive } from "../../src/Http.js"
 import * as Sql from "../../src/Sql.js"
+import type { Backend } from "./backends.js"
 
 export const ORIGIN = "http://petstore.test"
 export const servers: Servers = { production: "https://api.example.test/v1", staging: "https://staging.example.test/v1" }
@@ -25,27 +27,31 @@ const makeClient = (fetch: Fetch, key?: string) =>
       fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch)
   )
 
-/** A fresh application with its own in-memory database, disposed with the scope. */
-export const makeTestServer = Effect.gen(function*() {
-  const memoMap = yield* Layer.makeMemoMap
-  const scope = yield* Effect.scope
-  // One in-memory database, shared by the key service and the application through the memo map.
-  const database = Sql.layer(":memory:")
-  const context = yield* Layer.buildWithMemoMap(Layer.provide(ApiKeys.Default, database), memoMap, scope)
-  const { dispose, handler } = HttpApiBuilder.toWebHandler(
-    Layer.mergeAll(AppLive(servers), HttpServer.layerContext).pipe(Layer.provide(database)),
-    { memoMap }
-  )
-  yield* Effect.addFinalizer(() => Effect.promise(dispose))
-  const keys = Context.get(context, ApiKeys)
-  const created = yield* keys.create("test")
-  const key = Redacted.value(created.key)
-  const fetch: Fetch = (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
-  const client = yield* makeClient(fetch, key)
-  return { fetch, key, keys, client, clientWith: (other?: string) => makeClient(fetch, other) }
-})
+/** The application on the given database, with a key issued; disposed with the scope. */
+export const testServerOn = <E>(database: Layer.Layer<SqlClient.SqlClient, E>) =>
+  Effect.gen(function*() {
+    const memoMap = yield* Layer.makeMemoMap
+    const scope = yield* Effect.scope
+    // One database client, shared by the key service and the application through the memo map.
+    const context = yield* Layer.buildWithMemoMap(Layer.provide(ApiKeys.Default, database), memoMap, scope)
+    const { dispose, handler } = HttpApiBuilder.toWebHandler(
+      Layer.mergeAll(AppLive(servers), HttpServer.layerContext).pipe(Layer.provide(database)),
+      { memoMap }
+    )
+    yield* Effect.addFinalizer(() => Effect.promise(dispose))
+    const keys = Context.get(context, ApiKeys)
+    const created = yield* keys.create("test")
+    const key = Redacted.value(created.key)
+    const fetch: Fetch = (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
+    const client = yield* makeClient(fetch, key)
+    return { fetch, key, keys, client, clientWith: (other?: string) => makeClient(fetch, other) }
+  })
 
-export type Server = Effect.Effect.Success<typeof makeTestServer>
+/** A fresh application with its own fresh database of the backend, disposed with the scope. */
+export const testServer = (backend: Backend) =>
+  Effect.flatMap(backend.freshDatabase, (url) => testServerOn(Sql.layer(url)))
+
+export type Server = Effect.Effect.Success<ReturnType<typeof testServer>>
 
 /** JSON body and the key's authorization, for raw requests. */
 export const authorized = (key: string, init: RequestInit = {}): RequestInit => ({
