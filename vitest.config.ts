@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The system tests run on their own, against the executable: `npm run test:replicas`.
+    exclude: ["test/system/**", "node_modules/**"],
     globalSetup: ["test/support/notice.ts"],
     // bun:sqlite exists only under Bun: tests run as `bun --bun vitest run`, in forked Bun processes.
     pool: "forks",
