@@ -1,7 +1,7 @@
 /**
  * The whole application in-process, as production serves it (`AppLive` from src/Http.ts, the same middleware, routes
- * and handlers) on a fresh database of the given backend, reached through its web handler: raw `fetch` for headers and hostile
- * bodies, and the typed `HttpApiClient` derived from `Api` for everything a well-behaved client does.
+ * and handlers) on a fresh database of the given backend, reached through its web handler: raw `fetch` for headers and
+ * hostile bodies, and the typed `HttpApiClient` derived from `Api` for everything a well-behaved client does.
  */
 import { FetchHttpClient, HttpApiBuilder, HttpApiClient, HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"

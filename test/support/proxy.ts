@@ -65,6 +65,7 @@ export const makeProxy = (target: { readonly host: string; readonly port: number
       Effect.async<number>((resume) => {
         const listening = createServer(accept)
         server = listening
+        listening.once("error", (error) => resume(Effect.die(error)))
         listening.listen(port, "127.0.0.1", () => resume(Effect.succeed((listening.address() as { port: number }).port)))
       })
     const close = Effect.async<void>((resume) => {
