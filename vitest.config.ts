@@ -5,6 +5,7 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The system tests run the compiled executable: `npm run test:system`.
     exclude: ["test/system/**", "node_modules/**"],
+    globalSetup: ["test/support/notice.ts"],
     // bun:sqlite exists only under Bun: tests run as `bun --bun vitest run`, in forked Bun processes.
     pool: "forks",
     testTimeout: 20_000

@@ -1,6 +1,7 @@
 import { defineConfig } from "vitest/config"
 
-// System tests run the compiled executable (dist/petstore): `npm run test:system` builds it first.
+// System tests: the compiled executable (dist/petstore; `npm run test:system` builds it first), as an operator runs
+// it. The PostgreSQL ones (two replicas) need TEST_DATABASE_URL, and say so when they are skipped. Not part of `npm test`.
 export default defineConfig({
   test: {
     include: ["test/system/**/*.test.ts"],

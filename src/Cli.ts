@@ -15,8 +15,8 @@ import * as Sql from "./Sql.js"
 
 export const VERSION: string = pkg.version
 
-const database = Options.text("database").pipe(
-  Options.withDescription("SQLite file path or ':memory:' (DATABASE_URL)"),
+const database = Options.redacted("database").pipe(
+  Options.withDescription("SQLite file path, ':memory:', or a postgres:// URL (DATABASE_URL)"),
   Options.withFallbackConfig(Sql.DatabaseUrl)
 )
 const host = Options.text("host").pipe(
@@ -30,7 +30,9 @@ const port = Options.integer("port").pipe(
 
 const serveOptions = { host, port, database }
 
-const serveHandler = (options: { readonly host: string; readonly port: number; readonly database: string }) =>
+const serveHandler = (
+  options: { readonly host: string; readonly port: number; readonly database: Redacted.Redacted<string> }
+) =>
   Effect.gen(function*() {
     return yield* Layer.launch(
       HttpLive({
@@ -39,7 +41,7 @@ const serveHandler = (options: { readonly host: string; readonly port: number; r
         servers: yield* ServersConfig,
         corsOrigins: yield* CorsOrigins,
         shutdownTimeout: yield* ShutdownTimeout,
-        describe: { version: VERSION, database: options.database }
+        describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
       }).pipe(Layer.provide(Sql.layer(options.database)))
     )
   }).pipe(Effect.provide(LoggingLive("stdout")))
@@ -48,7 +50,7 @@ const serve = Command.make("serve", serveOptions, serveHandler).pipe(
   Command.withDescription("Run the HTTP service (the default command).")
 )
 
-const withKeys = (databaseUrl: string) =>
+const withKeys = (databaseUrl: Redacted.Redacted<string>) =>
   Effect.provide(Layer.merge(ApiKeys.Default.pipe(Layer.provide(Sql.layer(databaseUrl))), LoggingLive("stderr")))
 
 const keysCreate = Command.make(

@@ -1,24 +1,100 @@
 /**
- * The database: the one place that knows which backend stores the catalogue. It opens the client from
- * `DATABASE_URL`, sets the connection up for durability, and runs the bundled migrations before anything else uses it.
+ * The database: the one place that knows which backend stores the catalogue. `DATABASE_URL` picks it once: a
+ * `postgres://` or `postgresql://` URL selects PostgreSQL (several replicas may share one database), anything else is a
+ * SQLite file path (or `:memory:`). Either way this layer provides a `SqlClient` on which the bundled migrations have
+ * run; the repositories, the handlers and the command line do not know which backend they run on.
  */
-import { Migrator, SqlClient } from "@effect/sql"
+import { Migrator, SqlClient, type SqlError } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-bun"
-import { Config, Effect, Layer } from "effect"
+import { Config, type ConfigError, Duration, Effect, Layer, Redacted, Schedule, Schema } from "effect"
 import { migrations } from "./migrations/index.js"
 
-export const DatabaseUrl = Config.string("DATABASE_URL").pipe(Config.withDefault("petstore.db"))
+/** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
+export const DatabaseUrl = Config.redacted("DATABASE_URL").pipe(Config.withDefault(Redacted.make("petstore.db")))
+
+/** How long PostgreSQL may take: to open a connection, to answer a statement, to become reachable at start-up. */
+export interface PostgresTimeouts {
+  readonly connect: Duration.Duration
+  readonly query: Duration.Duration
+  readonly startup: Duration.Duration
+}
+
+export const PostgresTimeoutsConfig: Config.Config<PostgresTimeouts> = Config.all({
+  connect: Config.duration("DB_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  query: Config.duration("DB_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  startup: Config.duration("DB_STARTUP_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+})
+
+const POSTGRES_URL = /^postgres(?:ql)?:\/\//i
+
+export const isPostgresUrl = (url: string): boolean => POSTGRES_URL.test(url)
+
+const decoded = (text: string): string => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
+
+/** The server a PostgreSQL URL names, for messages: `host:port/database`, never the user's password. */
+const serverOf = (url: string): string => {
+  if (!URL.canParse(url)) return "the server of DATABASE_URL"
+  const parsed = new URL(url)
+  const host = parsed.hostname || parsed.searchParams.get("host") || "localhost"
+  return `${host}:${parsed.port || "5432"}/${decoded(parsed.pathname.slice(1))}`
+}
+
+/** The database as the start-up log line shows it: a SQLite path, or a PostgreSQL URL without its password. */
+export const describeDatabase = (url: Redacted.Redacted<string>): string => {
+  const value = Redacted.value(url)
+  return isPostgresUrl(value) ? `postgresql://${serverOf(value)}` : value
+}
+
+/** The start-up gave up: PostgreSQL did not answer in time. The message names the server, never the password. */
+export class DatabaseUnavailable extends Schema.TaggedError<DatabaseUnavailable>()("DatabaseUnavailable", {
+  message: Schema.String
+}) {}
+
+// ---------------------------------------------------------------------------------------------------------- migrations
 
 const runMigrations = Migrator.make({})({ loader: Migrator.fromRecord(migrations) })
 
-export const MigrationsLive = Layer.effectDiscard(
-  runMigrations.pipe(
-    Effect.tap((applied) =>
-      applied.length === 0 ? Effect.void : Effect.logDebug("migrations applied", applied.map(([id, name]) => `${id}_${name}`))
-    ),
-    Effect.withSpan("Sql.migrate")
+/** A fixed 64-bit key, the same in every replica: the ASCII bytes of "petstore". */
+const MIGRATION_LOCK = "8099007544119226981"
+
+/**
+ * On PostgreSQL, replicas that start at the same moment take turns: the migrator runs while this process holds a
+ * session advisory lock on a connection of its own, so a second replica waits for the lock, then finds the migrations
+ * applied. (The migrator's own table lock does not cover creating its table, which two replicas would race on.) The
+ * lock goes with the connection if the process dies. Waiting for it is a statement like any other: past the statement
+ * timeout it fails, and the start-up retries.
+ */
+const withMigrationLock = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const connection = yield* sql.reserve
+      yield* Effect.acquireRelease(
+        connection.executeUnprepared(`SELECT pg_advisory_lock(${MIGRATION_LOCK})`, [], undefined),
+        () => Effect.ignore(connection.executeUnprepared(`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`, [], undefined))
+      )
+      return yield* effect
+    })
   )
+
+export const MigrationsLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const applied = yield* sql.onDialectOrElse({
+      pg: () => withMigrationLock(sql, runMigrations),
+      orElse: () => runMigrations
+    })
+    if (applied.length > 0) yield* Effect.logDebug("migrations applied", applied.map(([id, name]) => `${id}_${name}`))
+  }).pipe(Effect.withSpan("Sql.migrate"))
 )
+
+// ------------------------------------------------------------------------------------------------------------- SQLite
 
 /** SQLite: WAL, a commit is fsynced before it returns (a 201 survives a crash), and writers from other processes wait. */
 const sqlite = (filename: string) =>
@@ -30,11 +106,96 @@ const sqlite = (filename: string) =>
     })
   ).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
 
-/** The SQL client for a database URL, migrated. */
-export const layer = (url: string) => MigrationsLive.pipe(Layer.provideMerge(sqlite(url)))
+// --------------------------------------------------------------------------------------------------------- PostgreSQL
 
-/** The SQL client for `DATABASE_URL`, migrated. */
+/**
+ * The URL with the timeouts of every connection, unless the operator's URL sets them: `statement_timeout` (the server
+ * cancels a statement that runs longer) and `query_timeout` (the client stops waiting for an answer that does not come,
+ * a little later, for a server that has gone silent).
+ */
+const withStatementTimeouts = (url: string, timeout: Duration.Duration): string => {
+  const at = url.indexOf("?")
+  const params = new URLSearchParams(at === -1 ? "" : url.slice(at + 1))
+  const millis = Math.max(1, Math.round(Duration.toMillis(timeout)))
+  if (!params.has("statement_timeout")) params.set("statement_timeout", String(millis))
+  if (!params.has("query_timeout")) params.set("query_timeout", String(millis + 1000))
+  return `${at === -1 ? url : url.slice(0, at)}?${params}`
+}
+
+/** Why a connection failed, in words that name no secret. */
+const reasonOf = (error: SqlError.SqlError | Migrator.MigrationError, password: string): string => {
+  const cause = error.cause as { message?: unknown; code?: unknown; errors?: ReadonlyArray<{ message?: unknown }> }
+  const detail = [cause?.message, cause?.errors?.[0]?.message, cause?.code].find((text) =>
+    typeof text === "string" && text.length > 0
+  )
+  const reason = typeof detail === "string" ? `${error.message}: ${detail}` : error.message
+  return password.length > 0 ? reason.replaceAll(password, "***") : reason
+}
+
+/**
+ * PostgreSQL through `@effect/sql-pg`'s pool: connections that fail are replaced, so the service recovers by itself
+ * once the database is back. Until then a statement fails within the timeouts (a 503 for the client). At start-up an
+ * unreachable database is retried, once a second, for `startup`; then the layer fails naming the server.
+ */
+const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) => {
+  const value = Redacted.value(url)
+  const server = serverOf(value)
+  const password = URL.canParse(value) ? decoded(new URL(value).password) : ""
+  const isSqlError = (error: SqlError.SqlError | Migrator.MigrationError) => error._tag === "SqlError"
+  // A failed migration is not retried: only a database that does not answer (yet).
+  const retry = Schedule.spaced("1 second").pipe(
+    Schedule.whileInput(isSqlError),
+    Schedule.upTo(timeouts.startup),
+    Schedule.tapInput((error: SqlError.SqlError | Migrator.MigrationError) =>
+      isSqlError(error)
+        ? Effect.logWarning(`PostgreSQL at ${server} does not answer yet; retrying`).pipe(
+          Effect.annotateLogs("reason", reasonOf(error, password))
+        )
+        : Effect.void
+    )
+  )
+  return MigrationsLive.pipe(
+    Layer.provideMerge(PgClient.layer({
+      url: Redacted.make(withStatementTimeouts(value, timeouts.query)),
+      connectTimeout: timeouts.connect,
+      applicationName: "petstore"
+    })),
+    Layer.retry(retry),
+    Layer.catchAll((error) =>
+      Layer.fail(
+        error._tag === "SqlError"
+          ? new DatabaseUnavailable({
+            message: `PostgreSQL at ${server} did not answer within ${Duration.format(timeouts.startup)}: ${
+              reasonOf(error, password)
+            }`
+          })
+          : error
+      )
+    )
+  )
+}
+
+// ------------------------------------------------------------------------------------------------------------- choice
+
+export type DatabaseError = DatabaseUnavailable | Migrator.MigrationError | SqlError.SqlError | ConfigError.ConfigError
+
+/**
+ * The migrated SQL client for a database URL. PostgreSQL's timeouts are the given ones, else those of the environment
+ * (`DB_CONNECT_TIMEOUT`, `DB_QUERY_TIMEOUT`, `DB_STARTUP_TIMEOUT`).
+ */
+export const layer = (
+  url: Redacted.Redacted<string>,
+  timeouts?: PostgresTimeouts
+): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
+  const value = Redacted.value(url)
+  if (!isPostgresUrl(value)) return MigrationsLive.pipe(Layer.provideMerge(sqlite(value)))
+  return timeouts !== undefined
+    ? postgres(url, timeouts)
+    : Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, (fromEnvironment) => postgres(url, fromEnvironment)))
+}
+
+/** The migrated SQL client for `DATABASE_URL`. */
 export const SqlLive = Layer.unwrapEffect(Effect.map(DatabaseUrl, layer))
 
 /** A fresh in-memory database, for tests. */
-export const SqlTest = layer(":memory:")
+export const SqlTest = layer(Redacted.make(":memory:"))

@@ -24,6 +24,8 @@ export const SystemRoutesLive = (servers: Servers) =>
         onTrue: () => Effect.succeed(errorResponse(503, "unavailable", "The server is shutting down.")),
         onFalse: () =>
           sql`SELECT 1 FROM pets LIMIT 1`.pipe(
+            // The answer does not wait for an unanswered query to be cancelled: that happens in the background.
+            Effect.disconnect,
             Effect.timeout(READY_TIMEOUT),
             Effect.as(ok),
             Effect.catchAll((error) =>

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Sql from "../src/Sql.js"
-import { makeTestServer, makeTestServerWith } from "./support/http.js"
+import { makeTestServer, testServerOn } from "./support/http.js"
 
 const APP = "https://app.example.test"
 const preflight: RequestInit = {
@@ -26,7 +26,7 @@ describe("CORS", () => {
 
   it.scoped("with CORS_ORIGINS, a preflight is answered without a key and responses name the origin", () =>
     Effect.gen(function*() {
-      const server = yield* makeTestServerWith(Sql.layer(":memory:"), { corsOrigins: [APP, "https://other.example.test"] })
+      const server = yield* testServerOn(Sql.SqlTest, { corsOrigins: [APP, "https://other.example.test"] })
       const response = yield* Effect.promise(() => server.fetch("/v1/pets", preflight))
       expect(response.status).toBe(204)
       expect(response.headers.get("access-control-allow-origin")).toBe(APP)
@@ -48,7 +48,7 @@ describe("CORS", () => {
 
   it.scoped("CORS_ORIGINS=* allows any origin", () =>
     Effect.gen(function*() {
-      const server = yield* makeTestServerWith(Sql.layer(":memory:"), { corsOrigins: ["*"] })
+      const server = yield* testServerOn(Sql.SqlTest, { corsOrigins: ["*"] })
       const response = yield* Effect.promise(() => server.fetch("/v1/pets", preflight))
       expect(response.headers.get("access-control-allow-origin")).toBe("*")
     }))

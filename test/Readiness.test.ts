@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { makeTestServer, makeTestServerWith, type Server } from "./support/http.js"
+import { makeTestServer, testServerOn, type Server } from "./support/http.js"
 import { Outage, OutageSqlLive } from "./support/outage.js"
 
 const get = (server: Server, path: string, key?: string) =>
@@ -27,7 +27,7 @@ describe("readiness", () => {
   it.scoped("is 503 while the database cannot answer, and 200 again once it can; the API answers 503 meanwhile", () =>
     Effect.gen(function*() {
       const context = yield* Layer.build(OutageSqlLive)
-      const server = yield* makeTestServerWith(Layer.succeedContext(context))
+      const server = yield* testServerOn(Layer.succeedContext(context))
       const outage = Context.get(context, Outage)
       expect((yield* get(server, "/readyz")).status).toBe(200)
 

@@ -1,10 +1,20 @@
 /**
  * The catalogue's storage. Standard SQL only (`INSERT … RETURNING`, keyset pages on the primary key), so the same
- * repository serves SQLite and PostgreSQL; rows are decoded with the same `Pet` schema the API answers with.
+ * repository serves SQLite and PostgreSQL; rows are decoded into the same `Pet` the API answers with.
  */
 import { SqlClient, type SqlError, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
+import { CategoryId, NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
+
+/** A BIGINT column as the drivers return it: a number from SQLite, a decimal string from PostgreSQL. */
+const BigIntColumn = Schema.Union(Schema.Number, Schema.NumberFromString)
+
+/** A row of `pets`: a `Pet` once its 64-bit columns are numbers (ids stay below 2^53, so they are exact). */
+const PetRow = Schema.Struct({
+  ...Pet.fields,
+  id: Schema.compose(BigIntColumn, PetId),
+  categoryId: Schema.compose(BigIntColumn, CategoryId)
+})
 
 export interface ListOptions {
   readonly limit: number
@@ -25,7 +35,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
 
     const insert = SqlSchema.single({
       Request: Schema.typeSchema(NewPet),
-      Result: Pet,
+      Result: PetRow,
       execute: (pet) =>
         sql`INSERT INTO pets (name, category_id, status) VALUES (${pet.name}, ${pet.categoryId}, ${pet.status})
             RETURNING ${columns}`
@@ -33,20 +43,23 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
 
     const findOne = SqlSchema.findOne({
       Request: PetId,
-      Result: Pet,
+      Result: PetRow,
       execute: (id) => sql`SELECT ${columns} FROM pets WHERE id = ${id}`
     })
 
     const findPage = SqlSchema.findAll({
       Request: Schema.Struct({ limit: Schema.Int, status: Schema.optional(PetStatus), after: Schema.Int }),
-      Result: Pet,
+      Result: PetRow,
       execute: ({ after, limit, status }) =>
         sql`SELECT ${columns} FROM pets
             WHERE ${sql.and(status === undefined ? [sql`id > ${after}`] : [sql`status = ${status}`, sql`id > ${after}`])}
             ORDER BY id LIMIT ${limit}`
     })
 
-    /** Adds a pet; the returned row is committed (SQLite autocommit with synchronous=FULL) before this succeeds. */
+    /**
+     * Adds a pet; the returned row is committed before this succeeds (an autocommitted statement: SQLite with
+     * synchronous=FULL, PostgreSQL with synchronous_commit on, its default).
+     */
     const create = (pet: NewPet) =>
       insert(pet).pipe(
         Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }),

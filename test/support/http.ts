@@ -1,7 +1,7 @@
 /**
  * The whole application in-process, as production serves it (the `WebHandler` that Bun serves: the same middleware,
- * routes and handlers) on a fresh in-memory database, reached through that handler: raw `fetch` for headers and hostile
- * bodies, and the typed `HttpApiClient` derived from `Api` for everything a well-behaved client does.
+ * routes and handlers) on a fresh database of the given backend, reached through that handler: raw `fetch` for headers
+ * and hostile bodies, and the typed `HttpApiClient` derived from `Api` for everything a well-behaved client does.
  */
 import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
@@ -11,6 +11,7 @@ import { ApiKeys } from "../../src/Auth/ApiKeys.js"
 import { WebHandler, WebHandlerLive } from "../../src/Http.js"
 import { Lifecycle } from "../../src/Lifecycle.js"
 import * as Sql from "../../src/Sql.js"
+import type { Backend } from "./backends.js"
 
 export const ORIGIN = "http://petstore.test"
 export const servers: Servers = { production: "https://api.example.test/v1", staging: "https://staging.example.test/v1" }
@@ -28,7 +29,7 @@ const makeClient = (fetch: Fetch, key?: string) =>
   )
 
 /** A fresh application on the given database, disposed with the scope. */
-export const makeTestServerWith = <E>(
+export const testServerOn = <E>(
   database: Layer.Layer<SqlClient.SqlClient, E>,
   options: { readonly corsOrigins?: ReadonlyArray<string> } = {}
 ) => Effect.gen(function*() {
@@ -54,8 +55,12 @@ export const makeTestServerWith = <E>(
   }
 })
 
-/** A fresh application with its own in-memory database, disposed with the scope. */
-export const makeTestServer = makeTestServerWith(Sql.layer(":memory:"))
+/** A fresh application with its own fresh database of the backend, disposed with the scope. */
+export const testServer = (backend: Backend) =>
+  Effect.flatMap(backend.freshDatabase, (url) => testServerOn(Sql.layer(url)))
+
+/** A fresh application with its own in-memory SQLite database, disposed with the scope. */
+export const makeTestServer = testServerOn(Sql.SqlTest)
 
 export type Server = Effect.Effect.Success<typeof makeTestServer>
 
