@@ -6,16 +6,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
+import { join } from "node:path"
 import { withAdmin } from "../support/backends.js"
 import { makeProxy } from "../support/proxy.js"
+import { EXECUTABLE as BIN, freePort, type Run, start } from "./support.js"
 
-const BIN = resolve(import.meta.dirname, "../../dist/petstore")
 const SERVER_URL = process.env.TEST_DATABASE_URL
 const work = mkdtempSync(join(tmpdir(), "petstore-replicas-"))
 const database = `replicas_${randomBytes(6).toString("hex")}`
@@ -44,33 +42,8 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true })
 })
 
-const freePort = () =>
-  new Promise<number>((done) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => done(port))
-    })
-  })
-
-interface Run {
-  readonly child: ChildProcess
-  /** Everything it wrote, stdout and stderr. */
-  readonly output: () => string
-  readonly exited: Promise<number | null>
-}
-
-const run = (args: ReadonlyArray<string>, env: Record<string, string>): Run => {
-  const child = spawn(BIN, args, {
-    cwd: work,
-    env: { PATH: process.env.PATH ?? "", LOG_FORMAT: "json", ...env },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let output = ""
-  child.stdout!.on("data", (chunk) => (output += chunk))
-  child.stderr!.on("data", (chunk) => (output += chunk))
-  const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)))
-  return { child, output: () => output, exited }
-}
+const run = (args: ReadonlyArray<string>, env: Record<string, string>): Run =>
+  start(args, env, { cwd: work, inheritEnv: false })
 
 /** A CLI command to its end: its exit code and output. */
 const cli = async (args: ReadonlyArray<string>, env: Record<string, string> = { DATABASE_URL: databaseUrl }) => {
