@@ -53,17 +53,28 @@ export const PetName = Schema.Trimmed.pipe(
   jsonSchema: { type: "string", minLength: 1, maxLength: NAME_MAX_LENGTH, description: "The animal's name." }
 })
 
-/** A name as a client sends it: surrounding white space is trimmed, then 1 to 200 characters remain. */
-export const PetNameInput = Schema.compose(Schema.Trim, PetName).annotations({
+/**
+ * Control characters (C0, DEL, C1) and lone surrogates are not text: a lone surrogate cannot even be stored as UTF-8
+ * (it would read back as U+FFFD, not as the name the 201 echoed). Refused on input only, so that rows stored before
+ * this rule still read.
+ */
+const NOT_TEXT = /[\p{Cc}\p{Cs}]/u
+
+/** A name as a client sends it: surrounding white space is trimmed, then 1 to 200 characters of text remain. */
+export const PetNameInput = Schema.compose(
+  Schema.Trim,
+  PetName.pipe(Schema.filter((name) => !NOT_TEXT.test(name)))
+).annotations({
   message: () => ({
-    message: `must be a string of 1 to ${NAME_MAX_LENGTH} characters, surrounding white space not counted`,
+    message: `must be a string of 1 to ${NAME_MAX_LENGTH} characters without control characters, surrounding white space not counted`,
     override: true
   }),
   jsonSchema: {
     type: "string",
     minLength: 1,
     maxLength: NAME_MAX_LENGTH,
-    description: "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed)."
+    description: "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed), " +
+      "without control characters."
   }
 })
 

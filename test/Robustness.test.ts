@@ -1,0 +1,45 @@
+/**
+ * Regression tests for the defects the reliability suites found (test/Properties.test.ts in-process, test/system
+ * against the executable): each one pinned here in-process, where it runs with every `npm test`.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { expectErrorBody } from "./support/checks.js"
+import { makeTestServer, type Server } from "./support/http.js"
+
+const answer = (server: Server, path: string, init?: RequestInit) =>
+  Effect.promise(async () => {
+    const response = await server.fetch(path, init)
+    const text = await response.text()
+    return { status: response.status, contentType: response.headers.get("content-type"), headers: response.headers, text, body: text ? JSON.parse(text) : undefined }
+  })
+
+const postRaw = (server: Server, body: string | Uint8Array, headers: Record<string, string> = { "content-type": "application/json" }) =>
+  answer(server, "/v1/pets", { method: "POST", body, headers: { authorization: `Bearer ${server.key}`, ...headers } })
+
+const postJson = (server: Server, value: unknown) => postRaw(server, JSON.stringify(value))
+
+const expectNothingStored = (server: Server) =>
+  Effect.map(answer(server, "/v1/pets?limit=100", { headers: { authorization: `Bearer ${server.key}` } }), (list) => expect(list.body).toEqual([]))
+
+describe("names", () => {
+  it.scoped("a name with a control character or a lone surrogate is 400 naming 'name', and stores nothing", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      for (const name of ["a\u0000b", "tab\there", "line\nbreak", "del\u007f", "c1\u0085", "lone \ud800 high", "lone \udc00 low", "\ud83d"]) {
+        const error = expectErrorBody(yield* postJson(server, { name, categoryId: 1 }), 400, "invalid_body")
+        expect(error.message).toContain("'name'")
+      }
+      yield* expectNothingStored(server)
+    }))
+
+  it.scoped("surrounding control white space is trimmed, and what reads back is what the 201 said", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      const created = yield* postJson(server, { name: "\t\n Rex \r\n", categoryId: 1 })
+      expect(created.status).toBe(201)
+      expect(created.body.name).toBe("Rex")
+      const read = yield* answer(server, `/v1/pets/${created.body.id}`, { headers: { authorization: `Bearer ${server.key}` } })
+      expect(read.body).toEqual(created.body)
+    }))
+})
