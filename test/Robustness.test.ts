@@ -43,3 +43,19 @@ describe("names", () => {
       expect(read.body).toEqual(created.body)
     }))
 })
+
+describe("name length", () => {
+  it.scoped("is counted in characters (code points), as the OpenAPI maxLength is: 200 emoji are accepted, 201 are not", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      for (const unit of ["🐕", "𝔘", "é"]) {
+        const created = yield* postJson(server, { name: unit.repeat(200), categoryId: 1 })
+        expect(created.status).toBe(201)
+        expect(created.body.name).toBe(unit.repeat(200))
+        const read = yield* answer(server, `/v1/pets/${created.body.id}`, { headers: { authorization: `Bearer ${server.key}` } })
+        expect(read.body).toEqual(created.body)
+        const error = expectErrorBody(yield* postJson(server, { name: unit.repeat(201), categoryId: 1 }), 400, "invalid_body")
+        expect(error.message).toContain("'name'")
+      }
+    }))
+})

@@ -45,10 +45,22 @@ export const CategoryId = Schema.Int.pipe(
 
 export const NAME_MAX_LENGTH = 200
 
-/** The stored name: trimmed, 1 to 200 characters. */
+/** The number of characters (Unicode code points) of a text, as JSON Schema's `maxLength` counts them. */
+const characters = (text: string): number => {
+  let count = 0
+  for (const _ of text) count++
+  return count
+}
+
+/**
+ * The stored name: trimmed, 1 to 200 characters. Characters are code points, as the OpenAPI document's `maxLength`
+ * means, not UTF-16 units: 200 emoji are a valid name.
+ */
 export const PetName = Schema.Trimmed.pipe(
   Schema.minLength(1),
-  Schema.maxLength(NAME_MAX_LENGTH)
+  Schema.filter((name) => characters(name) <= NAME_MAX_LENGTH, {
+    message: () => `must be at most ${NAME_MAX_LENGTH} characters`
+  })
 ).annotations({
   jsonSchema: { type: "string", minLength: 1, maxLength: NAME_MAX_LENGTH, description: "The animal's name." }
 })
