@@ -296,7 +296,10 @@ const queryPart = fc.tuple(
   fc.oneof({ weight: 6, arbitrary: fc.constantFrom("limit", "status", "after") }, { weight: 1, arbitrary: fc.string({ maxLength: 4 }) }),
   queryValue,
   fc.boolean()
-).map(([key, value, raw]) => raw ? `${key}=${value.replace(/[#\s]/g, "")}` : `${encodeURIComponent(key)}=${encodeURIComponent(value)}`)
+).map(([key, value, raw]) =>
+  // Raw parts keep their `%`, `+`, `&` and `=` as they are, but not a `#` (it would end the query) nor white space.
+  raw ? `${key}=${value}`.replace(/[#\s]/g, "") : `${encodeURIComponent(key)}=${encodeURIComponent(value)}`
+)
 const queryString = fc.array(queryPart, { maxLength: 4 }).map((parts) => parts.join("&"))
 
 /** The contract's rule for the query, stated independently of the schemas. */
