@@ -17,6 +17,7 @@ import { Cause, Effect, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import { ServedApi } from "./Api.js"
 import { type ErrorCode, errorBody, isApiError } from "./Domain/Errors.js"
+import { jsonProblem } from "./JsonBody.js"
 
 export const MAX_BODY_BYTES = 64 * 1024
 const MAX_MESSAGE_LENGTH = 300
@@ -85,7 +86,7 @@ const commonHeaders = (requestId: string) =>
   )
 
 /** The body, or undefined once it passes the limit (reading stops there). An unreadable body counts as empty. */
-const readBounded = (request: HttpServerRequest.HttpServerRequest) =>
+const readBounded = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Buffer | undefined> =>
   request.stream.pipe(
     Stream.runFoldWhile(
       { size: 0, chunks: [] as Array<Uint8Array> },
@@ -108,6 +109,35 @@ const withBody = (request: HttpServerRequest.HttpServerRequest, body: Uint8Array
 
 const tooLarge = errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
 
+const unsupportedMediaType = errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
+
+const pathOf = (request: HttpServerRequest.HttpServerRequest) => new URL(request.url, "http://localhost").pathname
+
+/**
+ * The body of a request to a route that takes one: JSON (415 otherwise), at most 64 KiB (413), and well-formed JSON
+ * within the limits of `JsonBody` (400 `invalid_json`), checked before authentication and before the API decodes it.
+ * Read in full up to the limit, never further, then handed on with its length declared.
+ */
+const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function*() {
+    const contentType = request.headers["content-type"]
+    const notJson = contentType !== undefined && !isJsonMediaType(contentType)
+    // A declared length is refused unread; a body of unknown length once it is read.
+    if (notJson && Number(request.headers["content-length"] ?? 0) > 0) return unsupportedMediaType
+    const body = yield* readBounded(request)
+    if (body === undefined) return tooLarge
+    if (notJson && body.byteLength > 0) return unsupportedMediaType
+    const text = body.toString("utf8")
+    try {
+      JSON.parse(text)
+    } catch {
+      return errorResponse(400, "invalid_json", "The request body is not valid JSON.")
+    }
+    const problem = jsonProblem(text)
+    if (problem !== undefined) return errorResponse(400, "invalid_json", `The request body is refused: ${problem}.`)
+    return withBody(request, body)
+  })
+
 export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
   const allowedMethods = makeRouteTable(extraGetPaths)
 
@@ -118,7 +148,7 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
     )
 
   const notFound = (request: HttpServerRequest.HttpServerRequest) => {
-    const path = new URL(request.url, "http://localhost").pathname
+    const path = pathOf(request)
     const methods = allowedMethods(path)
     return methods.length === 0
       ? errorResponse(404, "not_found", `Nothing is served at ${truncate(path)}.`)
@@ -137,15 +167,11 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
       const length = request.headers["content-length"]
       if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
       let served = request
-      if (length === undefined && HttpMethod.hasBody(request.method)) {
-        // A body of unknown length (chunked) is read up to the limit, never further, then handed on in full.
-        const body = yield* readBounded(request)
-        if (body === undefined) return tooLarge
-        served = withBody(request, body)
-      }
-      const contentType = request.headers["content-type"]
-      if (Number(served.headers["content-length"] ?? 0) > 0 && contentType !== undefined && !isJsonMediaType(contentType)) {
-        return errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
+      // A route that does not answer this method is a 404 or a 405 whatever the body: the body is not read.
+      if (HttpMethod.hasBody(request.method) && allowedMethods(pathOf(request)).includes(request.method)) {
+        const checked = yield* checkBody(request)
+        if (HttpServerResponse.isServerResponse(checked)) return checked
+        served = checked
       }
 
       return yield* app.pipe(

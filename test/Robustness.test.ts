@@ -59,3 +59,36 @@ describe("name length", () => {
       }
     }))
 })
+
+describe("deeply nested JSON", () => {
+  const nested = (depth: number, inner = "1") => "[".repeat(depth) + inner + "]".repeat(depth)
+  const nestedObjects = (depth: number) => "{\"a\":".repeat(depth) + "1" + "}".repeat(depth)
+
+  it.scoped("is 400 invalid_json wherever it sits, not a 500 from describing it, and stores nothing", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      const bodies = [
+        nested(10_000),
+        nested(30_000),
+        nestedObjects(10_000),
+        `{"name":"Deep","categoryId":1,"status":${nested(30_000)}}`,
+        `{"name":${nested(20_000)},"categoryId":1}`,
+        `{"name":"Deep","categoryId":${nestedObjects(5_000)}}`,
+        `{"name":"Deep","categoryId":1,"extra":${nested(10_000)}}`,
+        `{"name":"Deep","categoryId":1,"extra":${nested(33)}}`
+      ]
+      for (const body of bodies) {
+        const error = expectErrorBody(yield* postRaw(server, body), 400, "invalid_json")
+        expect(error.message).toContain("nested")
+      }
+      yield* expectNothingStored(server)
+    }))
+
+  it.scoped("brackets inside strings do not count, and 32 levels are accepted", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      const created = yield* postRaw(server, `{"name":"[[[{{{\\"]]]","categoryId":1,"extra":${nested(31)}}`)
+      expect(created.status).toBe(201)
+      expect(created.body.name).toBe("[[[{{{\"]]]")
+    }))
+})
