@@ -109,6 +109,9 @@ const withBody = (request: HttpServerRequest.HttpServerRequest, body: Uint8Array
 
 const tooLarge = errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
 
+/** Strict: bytes that are not UTF-8 are refused, not turned into U+FFFD and stored. */
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
 const unsupportedMediaType = errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
 
 const pathOf = (request: HttpServerRequest.HttpServerRequest) => new URL(request.url, "http://localhost").pathname
@@ -127,7 +130,12 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     const body = yield* readBounded(request)
     if (body === undefined) return tooLarge
     if (notJson && body.byteLength > 0) return unsupportedMediaType
-    const text = body.toString("utf8")
+    let text: string
+    try {
+      text = utf8.decode(body)
+    } catch {
+      return errorResponse(400, "invalid_json", "The request body is not UTF-8 text (JSON is UTF-8).")
+    }
     try {
       JSON.parse(text)
     } catch {

@@ -92,3 +92,29 @@ describe("deeply nested JSON", () => {
       expect(created.body.name).toBe("[[[{{{\"]]]")
     }))
 })
+
+describe("bytes that are not UTF-8", () => {
+  it.scoped("are 400 invalid_json, not stored as replacement characters", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      const around = (bytes: ReadonlyArray<number>) =>
+        new Uint8Array([...Buffer.from("{\"name\":\"a"), ...bytes, ...Buffer.from("b\",\"categoryId\":1}")])
+      for (
+        const bytes of [
+          [0xff, 0xfe], // never valid
+          [0xc0, 0xaf], // overlong '/'
+          [0xed, 0xa0, 0x80], // an encoded surrogate
+          [0xe2, 0x82], // truncated sequence
+          [0x80], // lone continuation byte
+          [0xf4, 0x90, 0x80, 0x80] // beyond U+10FFFF
+        ]
+      ) {
+        const error = expectErrorBody(yield* postRaw(server, around(bytes)), 400, "invalid_json")
+        expect(error.message).toContain("UTF-8")
+      }
+      yield* expectNothingStored(server)
+      const fine = yield* postRaw(server, new Uint8Array(Buffer.from("{\"name\":\"Ñandú 🐕\",\"categoryId\":1}")))
+      expect(fine.status).toBe(201)
+      expect(fine.body.name).toBe("Ñandú 🐕")
+    }))
+})
