@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { jsonProblem } from "../src/JsonBody.js"
 import { expectErrorBody } from "./support/checks.js"
 import { makeTestServer, type Server } from "./support/http.js"
 
@@ -116,5 +117,36 @@ describe("bytes that are not UTF-8", () => {
       const fine = yield* postRaw(server, new Uint8Array(Buffer.from("{\"name\":\"Ñandú 🐕\",\"categoryId\":1}")))
       expect(fine.status).toBe(201)
       expect(fine.body.name).toBe("Ñandú 🐕")
+    }))
+})
+
+describe("duplicate member names", () => {
+  it("are found at any depth, also when spelled with escapes, and only within one object", () => {
+    expect(jsonProblem(`{"name":"a","name":"b","categoryId":1}`)).toContain(`"name"`)
+    expect(jsonProblem(`{"name":"a","n\\u0061me":"b"}`)).toContain(`"name"`)
+    expect(jsonProblem(`{"x":[{"k":1},{"k":2,"k":3}]}`)).toContain(`"k"`)
+    expect(jsonProblem(`{"x":{"a":1},"y":{"a":1}}`)).toBeUndefined()
+    expect(jsonProblem(`[{"a":1},{"a":1}]`)).toBeUndefined()
+    expect(jsonProblem(`{"a":"a","b":["a","a"],"c":"\\"a\\""}`)).toBeUndefined()
+    expect(jsonProblem(`{"__proto__":1,"__proto__":2}`)).toContain("__proto__")
+    expect(jsonProblem(`{"":1,"":2}`)).toContain(`""`)
+  })
+
+  it.scoped("are 400 invalid_json naming the member, and store nothing", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      for (
+        const body of [
+          `{"name":"First","name":"Second","categoryId":1}`,
+          `{"name":"X","categoryId":1,"categoryId":2}`,
+          `{"name":"X","categoryId":1,"status":"sold","status":"pending"}`,
+          `{"name":"X","n\\u0061me":"Y","categoryId":1}`,
+          `{"name":"X","categoryId":1,"extra":{"a":1,"a":2}}`
+        ]
+      ) {
+        const error = expectErrorBody(yield* postRaw(server, body), 400, "invalid_json")
+        expect(error.message).toContain("more than once")
+      }
+      yield* expectNothingStored(server)
     }))
 })
