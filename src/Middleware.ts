@@ -70,9 +70,16 @@ const decodeFailure = (request: HttpServerRequest.HttpServerRequest, error: Http
   )
 }
 
-const isJsonMediaType = (contentType: string) => {
-  const type = contentType.split(";")[0].trim().toLowerCase()
-  return type === "application/json" || /^application\/[\w.+-]+\+json$/.test(type)
+/**
+ * `application/json`, the one type the API declares, in UTF-8 (RFC 8259 §8.1). Not another charset, not a `+json`
+ * type (whose meaning, a merge patch say, is not a new pet), and not a body without a Content-Type, which RFC 9110 §8.3
+ * lets a recipient take for application/octet-stream.
+ */
+const isJsonMediaType = (contentType: string | undefined) => {
+  if (contentType === undefined) return false
+  const [type, ...parameters] = contentType.split(";").map((part) => part.trim().toLowerCase())
+  const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice(8).replace(/^"(.*)"$/, "$1")
+  return type === "application/json" && (charset === undefined || charset === "utf-8" || charset === "utf8")
 }
 
 /** The headers every response carries. */
@@ -112,7 +119,11 @@ const tooLarge = errorResponse(413, "payload_too_large", `The request body is ov
 /** Strict: bytes that are not UTF-8 are refused, not turned into U+FFFD and stored. */
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
-const unsupportedMediaType = errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
+const unsupportedMediaType = errorResponse(
+  415,
+  "unsupported_media_type",
+  "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
+)
 
 const pathOf = (request: HttpServerRequest.HttpServerRequest) => new URL(request.url, "http://localhost").pathname
 
@@ -124,7 +135,7 @@ const pathOf = (request: HttpServerRequest.HttpServerRequest) => new URL(request
 const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
     const contentType = request.headers["content-type"]
-    const notJson = contentType !== undefined && !isJsonMediaType(contentType)
+    const notJson = !isJsonMediaType(contentType)
     // A declared length is refused unread; a body of unknown length once it is read.
     if (notJson && Number(request.headers["content-length"] ?? 0) > 0) return unsupportedMediaType
     const body = yield* readBounded(request)

@@ -150,3 +150,32 @@ describe("duplicate member names", () => {
       yield* expectNothingStored(server)
     }))
 })
+
+describe("media types", () => {
+  const body = JSON.stringify({ name: "Typed", categoryId: 1 })
+
+  it.scoped("a body without a Content-Type, in a charset other than UTF-8, or of a +json type is 415 and stores nothing", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      // A Uint8Array body gets no Content-Type from fetch.
+      expectErrorBody(yield* postRaw(server, new Uint8Array(Buffer.from(body)), {}), 415, "unsupported_media_type")
+      for (const type of ["application/json; charset=iso-8859-1", "application/json;charset=\"utf-16\"", "text/json", "application/jsonx", "application/merge-patch+json"]) {
+        expectErrorBody(yield* postRaw(server, body, { "content-type": type }), 415, "unsupported_media_type")
+      }
+      yield* expectNothingStored(server)
+    }))
+
+  it.scoped("application/json in any case, and with charset utf-8, is accepted", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      for (const type of ["application/json", "APPLICATION/JSON", "application/json; charset=UTF-8", "application/json;charset=\"utf-8\""]) {
+        expect((yield* postRaw(server, body, { "content-type": type })).status, type).toBe(201)
+      }
+    }))
+
+  it.scoped("an empty body without a Content-Type is 400 invalid_json", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      expectErrorBody(yield* postRaw(server, new Uint8Array(0), {}), 400, "invalid_json")
+    }))
+})
