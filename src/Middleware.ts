@@ -169,6 +169,10 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
   const notFound = (request: HttpServerRequest.HttpServerRequest) => {
     const path = pathOf(request)
     const methods = allowedMethods(path)
+    // The route answers this method, yet the router found none: a path parameter it could not percent-decode.
+    if (methods.includes(request.method)) {
+      return errorResponse(400, "invalid_path", "The path is not valid: a parameter is not percent-encoded UTF-8.")
+    }
     return methods.length === 0
       ? errorResponse(404, "not_found", `Nothing is served at ${truncate(path)}.`)
       : errorResponse(405, "method_not_allowed", `${request.method} is not allowed here; use ${methods.join(", ")}.`, {

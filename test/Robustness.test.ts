@@ -179,3 +179,15 @@ describe("media types", () => {
       expectErrorBody(yield* postRaw(server, new Uint8Array(0), {}), 400, "invalid_json")
     }))
 })
+
+describe("path parameters that cannot be percent-decoded", () => {
+  it.scoped("are 400 invalid_path, not a 405 that allows the very method used", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      for (const petId of ["%zz", "%", "1%", "%c0%b1", "%ff", "%E0%A4%A"]) {
+        const response = yield* answer(server, `/v1/pets/${petId}`, { headers: { authorization: `Bearer ${server.key}` } })
+        expectErrorBody(response, 400, "invalid_path")
+        expect(response.headers.get("allow")).toBeNull()
+      }
+    }))
+})
