@@ -62,11 +62,12 @@ const decodeFailure = (request: HttpServerRequest.HttpServerRequest, error: Http
     return errorResponse(400, "invalid_body", message)
   }
   const query = new URL(request.url, "http://localhost").searchParams
-  const where = query.has(String(issue?.path[0] ?? "")) ? "query parameter" : "path parameter"
+  const name = String(issue?.path[0] ?? "")
+  const where = query.has(name) ? "query parameter" : "path parameter"
   return errorResponse(
     400,
     where === "query parameter" ? "invalid_query" : "invalid_path",
-    `Invalid ${where} '${field}': ${reason}`
+    `Invalid ${where} '${field}': ${query.getAll(name).length > 1 ? "it is given more than once" : reason}`
   )
 }
 

@@ -191,3 +191,16 @@ describe("path parameters that cannot be percent-decoded", () => {
       }
     }))
 })
+
+describe("repeated query parameters", () => {
+  it.scoped("are 400 invalid_query saying so, whatever the values", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      for (const query of ["limit=1&limit=2", "limit=5&limit=5", "status=sold&status=pending", "status=sold&status=sold", "after=1&after=2"]) {
+        const response = yield* answer(server, `/v1/pets?${query}`, { headers: { authorization: `Bearer ${server.key}` } })
+        const error = expectErrorBody(response, 400, "invalid_query")
+        expect(error.message).toContain(`'${query.split("=")[0]}'`)
+        expect(error.message).toContain("more than once")
+      }
+    }))
+})
