@@ -192,10 +192,17 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
       if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
       let served = request
       // A route that does not answer this method is a 404 or a 405 whatever the body: the body is not read.
-      if (HttpMethod.hasBody(request.method) && allowedMethods(pathOf(request)).includes(request.method)) {
-        const checked = yield* checkBody(request)
-        if (HttpServerResponse.isServerResponse(checked)) return checked
-        served = checked
+      if (allowedMethods(pathOf(request)).includes(request.method)) {
+        if (!HttpMethod.hasBody(request.method)) {
+          // RFC 9110 §9.3.1: content in a GET has no meaning, and ignoring it is how requests get smuggled.
+          if (Number(length ?? 0) > 0 || request.headers["transfer-encoding"] !== undefined) {
+            return errorResponse(400, "bad_request", `A ${request.method} request has no body; send it without one.`)
+          }
+        } else {
+          const checked = yield* checkBody(request)
+          if (HttpServerResponse.isServerResponse(checked)) return checked
+          served = checked
+        }
       }
 
       return yield* app.pipe(
