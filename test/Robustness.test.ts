@@ -223,3 +223,16 @@ describe("a GET or HEAD with a body", () => {
       expect(empty.status).toBe(200)
     }))
 })
+
+describe("a very long URL", () => {
+  it.scoped("is 414 uri_too_long past 8 KiB, whatever the path", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      const headers = { authorization: `Bearer ${server.key}` }
+      const fits = "/v1/pets?x=" + "a".repeat(8 * 1024 - "/v1/pets?x=".length)
+      expect((yield* answer(server, fits, { headers })).status).toBe(200)
+      for (const path of [fits + "a", "/v1/pets/" + "1".repeat(9000), "/nothing/" + "a".repeat(10_000), "/healthz?" + "%41".repeat(3000)]) {
+        expectErrorBody(yield* answer(server, path, { headers }), 414, "uri_too_long")
+      }
+    }))
+})
