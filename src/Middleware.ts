@@ -176,9 +176,9 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
   const notFound = (request: HttpServerRequest.HttpServerRequest) => {
     const path = pathOf(request)
     const methods = allowedMethods(path)
-    // The route answers this method, yet the router found none: a path parameter it could not percent-decode.
+    // The route answers this method, yet the router found none: a path parameter it could not take.
     if (methods.includes(request.method)) {
-      return errorResponse(400, "invalid_path", "The path is not valid: a parameter is not percent-encoded UTF-8.")
+      return errorResponse(400, "invalid_path", `Invalid path parameter in ${truncate(path)}: it cannot be read.`)
     }
     return methods.length === 0
       ? errorResponse(404, "not_found", `Nothing is served at ${truncate(path)}.`)
@@ -199,9 +199,12 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
       }
       const length = request.headers["content-length"]
       if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
+      const path = pathOf(request)
+      // The router takes a `;` for the start of a query (`/pets/1;x` would be pet 1): no path of the API has one.
+      if (path.includes(";")) return notFound(request)
       let served = request
       // A route that does not answer this method is a 404 or a 405 whatever the body: the body is not read.
-      if (allowedMethods(pathOf(request)).includes(request.method)) {
+      if (allowedMethods(path).includes(request.method)) {
         if (!HttpMethod.hasBody(request.method)) {
           // RFC 9110 §9.3.1: content in a GET has no meaning, and ignoring it is how requests get smuggled.
           if (Number(length ?? 0) > 0 || request.headers["transfer-encoding"] !== undefined) {

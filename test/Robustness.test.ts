@@ -236,3 +236,18 @@ describe("a very long URL", () => {
       }
     }))
 })
+
+describe("a ';' in the path", () => {
+  it.scoped("does not end the path as the router would have it: /v1/pets/1;x is no pet, /healthz;x nothing", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      const headers = { authorization: `Bearer ${server.key}` }
+      const created = yield* postJson(server, { name: "One", categoryId: 1 })
+      expect(created.status).toBe(201)
+      expectErrorBody(yield* answer(server, `/v1/pets/${created.body.id};x`, { headers }), 400, "invalid_path")
+      expectErrorBody(yield* answer(server, `/v1/pets/${created.body.id};`, { headers }), 400, "invalid_path")
+      expectErrorBody(yield* answer(server, "/v1/pets;limit=1", { headers }), 404, "not_found")
+      expectErrorBody(yield* answer(server, "/healthz;x"), 404, "not_found")
+      expect((yield* answer(server, "/v1/pets?note=a;b", { headers })).status).toBe(200)
+    }))
+})
