@@ -251,3 +251,21 @@ describe("a ';' in the path", () => {
       expect((yield* answer(server, "/v1/pets?note=a;b", { headers })).status).toBe(200)
     }))
 })
+
+describe("other spellings of a path", () => {
+  it.scoped("are 404, so that no request reaches a handler around the body checks", () =>
+    Effect.gen(function*() {
+      const server = yield* makeTestServer
+      const headers = { authorization: `Bearer ${server.key}`, "content-type": "application/json" }
+      const notUtf8 = new Uint8Array([...Buffer.from("{\"name\":\"a"), 0xff, ...Buffer.from("\",\"categoryId\":1}")])
+      for (const path of ["/V1/PETS", "/v1/Pets", "/v1//pets", "//v1/pets", "/v1/p%65ts", "/v1/pets/"]) {
+        const created = yield* answer(server, path, { method: "POST", headers, body: notUtf8 })
+        if (path === "/v1/pets/") expectErrorBody(created, 400, "invalid_json") // a trailing slash is the same path
+        else expectErrorBody(created, 404, "not_found")
+      }
+      for (const path of ["/V1/PETS", "/v1//pets", "/v1/pets//1", "/HEALTHZ", "/v1/pets/1/x"]) {
+        expectErrorBody(yield* answer(server, path, { headers }), 404, "not_found")
+      }
+      yield* expectNothingStored(server)
+    }))
+})
