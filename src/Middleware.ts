@@ -199,6 +199,11 @@ export const makeMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
       }
       const length = request.headers["content-length"]
       if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
+      // RFC 9112 §3.2: a request target has no fragment. Bun keeps one in the URL; the query parser would read it into a
+      // value, the router would drop it.
+      if (request.url.includes("#")) {
+        return errorResponse(400, "bad_request", "A request target has no fragment (the part from '#').")
+      }
       // Only the paths of the route table reach the router, which would also take other spellings of them (another
       // case, doubled slashes, percent-encoded letters, and a `;` as the start of a query: `/pets/1;x` for pet 1),
       // and so let requests around the checks below. Whatever the body, a 404 or a 405 is answered without reading it.
