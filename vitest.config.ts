@@ -1,8 +1,10 @@
-import { defineConfig } from "vitest/config"
+import { configDefaults, defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The system tests run the compiled executable: `npm run test:system` (vitest.system.config.ts).
+    exclude: [...configDefaults.exclude, "test/system/**"],
     // bun:sqlite exists only under Bun: tests run as `bun --bun vitest run`, in forked Bun processes.
     pool: "forks",
     testTimeout: 20_000

@@ -1,0 +1,15 @@
+import { defineConfig } from "vitest/config"
+
+/**
+ * The system tests: the compiled executable (dist/petstore) as a user runs it, over loopback sockets. Run by
+ * `npm run test:system`, which builds it first. One file at a time: they measure a server under load and kill it.
+ */
+export default defineConfig({
+  test: {
+    include: ["test/system/**/*.test.ts"],
+    pool: "forks",
+    fileParallelism: false,
+    testTimeout: 60_000,
+    hookTimeout: 30_000
+  }
+})
