@@ -1,8 +1,9 @@
 /**
  * The middleware around every route of the server. It gives every response an `X-Request-Id` and the protective
- * headers, refuses bodies over 64 KiB and bodies that are not JSON before they are read, and turns every failure that
- * the API does not encode itself (a failed decode, malformed JSON, an unknown route or method, a defect) into the
- * contract's `{code, message, status}` body. Typed API errors pass through to the API's own encoder.
+ * headers; refuses, before any route runs, request targets over 8 KiB, bodies over 64 KiB, paths the route table does
+ * not know, bodies on GET, and bodies that are not UTF-8 JSON within the limits of `JsonBody`; and turns every failure
+ * that the API does not encode itself (a failed decode, an unknown route or method, a defect) into the contract's
+ * `{code, message, status}` body. Typed API errors pass through to the API's own encoder.
  */
 import {
   HttpApi,
