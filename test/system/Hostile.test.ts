@@ -142,6 +142,7 @@ const groups: Record<string, ReadonlyArray<Case>> = {
     { name: "a 1 MB header value", bytes: get("/v1/pets", [["x-big", "a".repeat(1 << 20)]]), expected: bare(431) },
     { name: "a 1 MB Authorization", bytes: () => request("GET /v1/pets HTTP/1.1", { anonymous: true, headers: [["authorization", `Bearer ${"a".repeat(1 << 20)}`]] }), expected: bare(431) },
     { name: "a 10 KB Authorization", bytes: () => request("GET /v1/pets HTTP/1.1", { anonymous: true, headers: [["authorization", `Bearer ${"a".repeat(10_000)}`]] }), expected: error(401, "unauthorized") },
+    { name: "two Authorization fields, both the valid key", bytes: () => request("GET /v1/pets HTTP/1.1", { headers: [...auth(), ...auth()] }), expected: error(401, "unauthorized") },
     { name: "200 header fields", bytes: get("/v1/pets", Array.from({ length: 200 }, (_, i) => [`x-h${i}`, "v"] as const)), expected: bare(431) },
     { name: "a header line without a colon", bytes: () => Buffer.from("GET /v1/pets HTTP/1.1\r\nhost: x\r\nconnection: close\r\nbroken line\r\n\r\n"), expected: bare(400) }
   ],
