@@ -83,6 +83,14 @@ const validBody = fc.record({
 
 const codePoints = (text: string) => [...text].length
 
+/** Members that are not fields of a NewPet (nor its `id`): what the contract says is ignored. */
+const unknownMembers = (maxDepth: number) =>
+  fc.dictionary(
+    fc.string().filter((name) => !["name", "categoryId", "status", "id"].includes(name)),
+    fc.jsonValue({ maxDepth }),
+    { maxKeys: 4 }
+  )
+
 /** The characters of a name, from every corner of Unicode: ASCII, white space, controls, BMP, astral, lone surrogates. */
 const nameUnit = fc.oneof(
   { weight: 6, arbitrary: fc.string({ unit: "grapheme-ascii", minLength: 1, maxLength: 1 }) },
@@ -150,7 +158,7 @@ describe("createPet with valid bodies", () => {
 
     it.effect.prop(
       "unknown fields and a client-sent id are ignored",
-      { valid: validBody, extra: fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 3 })), id: fc.option(fc.jsonValue()) },
+      { valid: validBody, extra: unknownMembers(3), id: fc.option(fc.jsonValue()) },
       ({ extra, id, valid }) =>
         Effect.gen(function*() {
           const body = { ...extra, ...(id === null ? {} : { id }), ...valid.body }
@@ -228,11 +236,10 @@ describe("createPet with invalid bodies", () => {
 
     it.effect.prop(
       "a body with a field removed, of the wrong type, out of range or null is 400 naming the field, and stores nothing",
-      { valid: validBody, mutation, extra: fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }) },
+      { valid: validBody, mutation, extra: unknownMembers(2) },
       ({ extra, mutation, valid }) =>
         Effect.gen(function*() {
-          const { [mutation.field]: _, ...unrelated } = extra
-          const body = mutation.apply({ ...unrelated, ...valid.body })
+          const body = mutation.apply({ ...extra, ...valid.body })
           const created = yield* post(JSON.stringify(body))
           const error = expectErrorBody(created, 400, "invalid_body")
           expect(error.message, mutation.what).toContain(`'${mutation.field}'`)
