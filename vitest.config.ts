@@ -1,10 +1,10 @@
-import { defineConfig } from "vitest/config"
+import { configDefaults, defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // The system tests run the compiled executable: `npm run test:system`.
-    exclude: ["test/system/**", "node_modules/**"],
+    // The system tests run the compiled executable: `npm run test:system` (vitest.system.config.ts).
+    exclude: [...configDefaults.exclude, "test/system/**"],
     globalSetup: ["test/support/notice.ts"],
     // bun:sqlite exists only under Bun: tests run as `bun --bun vitest run`, in forked Bun processes.
     pool: "forks",

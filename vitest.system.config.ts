@@ -1,7 +1,10 @@
 import { defineConfig } from "vitest/config"
 
-// System tests: the compiled executable (dist/petstore; `npm run test:system` builds it first), as an operator runs
-// it. The PostgreSQL ones (two replicas) need TEST_DATABASE_URL, and say so when they are skipped. Not part of `npm test`.
+/**
+ * The system tests: the compiled executable (dist/petstore) as a user runs it, over loopback sockets. Run by
+ * `npm run test:system`, which builds it first. One file at a time: they measure a server under load and kill it. The
+ * PostgreSQL ones (two replicas) need TEST_DATABASE_URL, and say so when they are skipped. Not part of `npm test`.
+ */
 export default defineConfig({
   test: {
     include: ["test/system/**/*.test.ts"],

@@ -1,12 +1,14 @@
 /**
  * The middleware of the server, in two rings.
  *
- * - `makeApiMiddleware` runs inside the HttpApi app, around every route: it refuses bodies over 64 KiB and bodies
- *   that are not JSON before they are read, and turns every failure the API does not encode itself (a failed decode,
- *   malformed JSON, an unknown route or method, a defect) into the contract's `{code, message, status}` body. Typed API
- *   errors pass through to the API's own encoder.
- * - `makeServerMiddleware` wraps the finished app, so it sees every final response: it gives each an `X-Request-Id`
- *   and the protective headers, applies CORS when configured, and writes the one log line of the request.
+ * - `makeApiMiddleware` runs inside the HttpApi app, around every route. Before any route runs it refuses bodies over
+ *   64 KiB, paths the route table does not know, bodies on GET, and bodies that are not UTF-8 JSON within the limits of
+ *   `JsonBody`; and it turns every failure that the API does not encode itself (a failed decode, an unknown route or
+ *   method, a defect) into the contract's `{code, message, status}` body. Typed API errors pass through to the API's
+ *   own encoder.
+ * - `makeServerMiddleware` wraps the finished app, so it sees every final response: it refuses request targets and
+ *   headers over 8 KiB, gives each response an `X-Request-Id` and the protective headers, applies CORS when
+ *   configured, and writes the one log line of the request.
  */
 import {
   HttpApi,
@@ -23,8 +25,15 @@ import { globalValue } from "effect/GlobalValue"
 import { randomUUID } from "node:crypto"
 import { ServedApi } from "./Api.js"
 import { type ErrorCode, errorBody, isApiError } from "./Domain/Errors.js"
+import { jsonProblem } from "./JsonBody.js"
 
 export const MAX_BODY_BYTES = 64 * 1024
+/**
+ * The longest request target (path and query) answered: RFC 9112 §3 asks for at least 8000 octets, and the longest
+ * URL the API builds is under 100. Longer ones are 414 up to Bun's own limit of 16 KiB for the request line and the
+ * headers together, past which Bun answers 431 before the application runs.
+ */
+export const MAX_URL_LENGTH = 8 * 1024
 const MAX_MESSAGE_LENGTH = 300
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
 
@@ -67,21 +76,29 @@ const decodeFailure = (request: HttpServerRequest.HttpServerRequest, error: Http
     return errorResponse(400, "invalid_body", message)
   }
   const query = new URL(request.url, "http://localhost").searchParams
-  const where = query.has(String(issue?.path[0] ?? "")) ? "query parameter" : "path parameter"
+  const name = String(issue?.path[0] ?? "")
+  const where = query.has(name) ? "query parameter" : "path parameter"
   return errorResponse(
     400,
     where === "query parameter" ? "invalid_query" : "invalid_path",
-    `Invalid ${where} '${field}': ${reason}`
+    `Invalid ${where} '${field}': ${query.getAll(name).length > 1 ? "it is given more than once" : reason}`
   )
 }
 
-const isJsonMediaType = (contentType: string) => {
-  const type = contentType.split(";")[0].trim().toLowerCase()
-  return type === "application/json" || /^application\/[\w.+-]+\+json$/.test(type)
+/**
+ * `application/json`, the one type the API declares, in UTF-8 (RFC 8259 §8.1). Not another charset, not a `+json`
+ * type (whose meaning, a merge patch say, is not a new pet), and not a body without a Content-Type, which RFC 9110 §8.3
+ * lets a recipient take for application/octet-stream.
+ */
+const isJsonMediaType = (contentType: string | undefined) => {
+  if (contentType === undefined) return false
+  const [type, ...parameters] = contentType.split(";").map((part) => part.trim().toLowerCase())
+  const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice(8).replace(/^"(.*)"$/, "$1")
+  return type === "application/json" && (charset === undefined || charset === "utf-8" || charset === "utf8")
 }
 
 /** The body, or undefined once it passes the limit (reading stops there). An unreadable body counts as empty. */
-const readBounded = (request: HttpServerRequest.HttpServerRequest) =>
+const readBounded = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Buffer | undefined> =>
   request.stream.pipe(
     Stream.runFoldWhile(
       { size: 0, chunks: [] as Array<Uint8Array> },
@@ -104,6 +121,47 @@ const withBody = (request: HttpServerRequest.HttpServerRequest, body: Uint8Array
 
 const tooLarge = errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
 
+/** Strict: bytes that are not UTF-8 are refused, not turned into U+FFFD and stored. */
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+const unsupportedMediaType = errorResponse(
+  415,
+  "unsupported_media_type",
+  "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
+)
+
+const pathOf = (request: HttpServerRequest.HttpServerRequest) => new URL(request.url, "http://localhost").pathname
+
+/**
+ * The body of a request to a route that takes one: JSON (415 otherwise), at most 64 KiB (413), and well-formed JSON
+ * within the limits of `JsonBody` (400 `invalid_json`), checked before authentication and before the API decodes it.
+ * Read in full up to the limit, never further, then handed on with its length declared.
+ */
+const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function*() {
+    const contentType = request.headers["content-type"]
+    const notJson = !isJsonMediaType(contentType)
+    // A declared length is refused unread; a body of unknown length once it is read.
+    if (notJson && Number(request.headers["content-length"] ?? 0) > 0) return unsupportedMediaType
+    const body = yield* readBounded(request)
+    if (body === undefined) return tooLarge
+    if (notJson && body.byteLength > 0) return unsupportedMediaType
+    let text: string
+    try {
+      text = utf8.decode(body)
+    } catch {
+      return errorResponse(400, "invalid_json", "The request body is not UTF-8 text (JSON is UTF-8).")
+    }
+    try {
+      JSON.parse(text)
+    } catch {
+      return errorResponse(400, "invalid_json", "The request body is not valid JSON.")
+    }
+    const problem = jsonProblem(text)
+    if (problem !== undefined) return errorResponse(400, "invalid_json", `The request body is refused: ${problem}.`)
+    return withBody(request, body)
+  })
+
 export const makeApiMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
   const allowedMethods = makeRouteTable(extraGetPaths)
 
@@ -114,8 +172,12 @@ export const makeApiMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
     )
 
   const notFound = (request: HttpServerRequest.HttpServerRequest) => {
-    const path = new URL(request.url, "http://localhost").pathname
+    const path = pathOf(request)
     const methods = allowedMethods(path)
+    // The route answers this method, yet the router found none: a path parameter it could not take.
+    if (methods.includes(request.method)) {
+      return errorResponse(400, "invalid_path", `Invalid path parameter in ${truncate(path)}: it cannot be read.`)
+    }
     return methods.length === 0
       ? errorResponse(404, "not_found", `Nothing is served at ${truncate(path)}.`)
       : errorResponse(405, "method_not_allowed", `${request.method} is not allowed here; use ${methods.join(", ")}.`, {
@@ -128,16 +190,26 @@ export const makeApiMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
       const request = yield* HttpServerRequest.HttpServerRequest
       const length = request.headers["content-length"]
       if (length !== undefined && Number(length) > MAX_BODY_BYTES) return tooLarge
-      let served = request
-      if (length === undefined && HttpMethod.hasBody(request.method)) {
-        // A body of unknown length (chunked) is read up to the limit, never further, then handed on in full.
-        const body = yield* readBounded(request)
-        if (body === undefined) return tooLarge
-        served = withBody(request, body)
+      // RFC 9112 §3.2: a request target has no fragment. Bun keeps one in the URL; the query parser would read it into a
+      // value, the router would drop it.
+      if (request.url.includes("#")) {
+        return errorResponse(400, "bad_request", "A request target has no fragment (the part from '#').")
       }
-      const contentType = request.headers["content-type"]
-      if (Number(served.headers["content-length"] ?? 0) > 0 && contentType !== undefined && !isJsonMediaType(contentType)) {
-        return errorResponse(415, "unsupported_media_type", "The request body must be application/json.")
+      // Only the paths of the route table reach the router, which would also take other spellings of them (another
+      // case, doubled slashes, percent-encoded letters, and a `;` as the start of a query: `/pets/1;x` for pet 1),
+      // and so let requests around the checks below. Whatever the body, a 404 or a 405 is answered without reading it.
+      const path = pathOf(request)
+      if (path.includes(";") || !allowedMethods(path).includes(request.method)) return notFound(request)
+      let served = request
+      if (!HttpMethod.hasBody(request.method)) {
+        // RFC 9110 §9.3.1: content in a GET has no meaning, and ignoring it is how requests get smuggled.
+        if (Number(length ?? 0) > 0 || request.headers["transfer-encoding"] !== undefined) {
+          return errorResponse(400, "bad_request", `A ${request.method} request has no body; send it without one.`)
+        }
+      } else {
+        const checked = yield* checkBody(request)
+        if (HttpServerResponse.isServerResponse(checked)) return checked
+        served = checked
       }
 
       return yield* app.pipe(
@@ -178,13 +250,12 @@ export interface ServerMiddlewareOptions {
   readonly corsOrigins: Option.Option<ReadonlyArray<string>>
 }
 
-/** Limits on the request line and head, below Bun's own (16 KiB, answered with a bare 431), so they get an Error body. */
-export const MAX_URL_BYTES = 8 * 1024
+/** The headers' limit, below Bun's own (16 KiB with the request line, answered with a bare 431): an Error body. */
 export const MAX_HEADER_BYTES = 8 * 1024
 
 const refuseOversized = (request: HttpServerRequest.HttpServerRequest) => {
-  if (request.url.length > MAX_URL_BYTES) {
-    return errorResponse(414, "uri_too_long", `The request URL is over ${MAX_URL_BYTES} bytes.`)
+  if (request.url.length > MAX_URL_LENGTH) {
+    return errorResponse(414, "uri_too_long", `The request target is over ${MAX_URL_LENGTH} characters.`)
   }
   let size = 0
   for (const name in request.headers) size += name.length + request.headers[name].length + 4

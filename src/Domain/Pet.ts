@@ -45,25 +45,48 @@ export const CategoryId = Schema.Int.pipe(
 
 export const NAME_MAX_LENGTH = 200
 
-/** The stored name: trimmed, 1 to 200 characters. */
+/** The number of characters (Unicode code points) of a text, as JSON Schema's `maxLength` counts them. */
+const characters = (text: string): number => {
+  let count = 0
+  for (const _ of text) count++
+  return count
+}
+
+/**
+ * The stored name: trimmed, 1 to 200 characters. Characters are code points, as the OpenAPI document's `maxLength`
+ * means, not UTF-16 units: 200 emoji are a valid name.
+ */
 export const PetName = Schema.Trimmed.pipe(
   Schema.minLength(1),
-  Schema.maxLength(NAME_MAX_LENGTH)
+  Schema.filter((name) => characters(name) <= NAME_MAX_LENGTH, {
+    message: () => `must be at most ${NAME_MAX_LENGTH} characters`
+  })
 ).annotations({
   jsonSchema: { type: "string", minLength: 1, maxLength: NAME_MAX_LENGTH, description: "The animal's name." }
 })
 
-/** A name as a client sends it: surrounding white space is trimmed, then 1 to 200 characters remain. */
-export const PetNameInput = Schema.compose(Schema.Trim, PetName).annotations({
+/**
+ * Control characters (C0, DEL, C1) and lone surrogates are not text: a lone surrogate cannot even be stored as UTF-8
+ * (it would read back as U+FFFD, not as the name the 201 echoed). Refused on input only, so that rows stored before
+ * this rule still read.
+ */
+const NOT_TEXT = /[\p{Cc}\p{Cs}]/u
+
+/** A name as a client sends it: surrounding white space is trimmed, then 1 to 200 characters of text remain. */
+export const PetNameInput = Schema.compose(
+  Schema.Trim,
+  PetName.pipe(Schema.filter((name) => !NOT_TEXT.test(name)))
+).annotations({
   message: () => ({
-    message: `must be a string of 1 to ${NAME_MAX_LENGTH} characters, surrounding white space not counted`,
+    message: `must be a string of 1 to ${NAME_MAX_LENGTH} characters without control characters, surrounding white space not counted`,
     override: true
   }),
   jsonSchema: {
     type: "string",
     minLength: 1,
     maxLength: NAME_MAX_LENGTH,
-    description: "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed)."
+    description: "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed), " +
+      "without control characters."
   }
 })
 
