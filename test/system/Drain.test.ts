@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { connect } from "node:net"
-import { createKey, serve, tempDir } from "./support.js"
+import { createKey, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms))
 
@@ -42,13 +42,12 @@ interface Outcome {
 }
 
 describe("SIGTERM under load", () => {
-  const temp = tempDir()
-  afterAll(temp.remove)
+  afterAll(stopAll)
 
   it("answers every accepted request with its real answer, stores every acknowledged pet, and exits 0", async () => {
-    const env = { DATABASE_URL: `${temp.dir}/drain.db` }
-    const key = createKey(env)
-    const server = await serve(env)
+    const database = `${scratchDirectory()}/drain.db`
+    const { key } = createKey(database)
+    const server = await startPetstore({ database })
     const answered = new Map<string, Outcome>()
     const failed = new Set<string>()
     let stopping = false
@@ -82,8 +81,7 @@ describe("SIGTERM under load", () => {
     await sleep(800)
     stopping = true
     const signalled = Date.now()
-    server.kill("SIGTERM")
-    const code = await server.exited
+    const { code } = await server.kill("SIGTERM")
     expect(Date.now() - signalled).toBeLessThan(10_000)
     await Promise.all(workers)
     expect(code).toBe(0)
@@ -112,7 +110,7 @@ describe("SIGTERM under load", () => {
     // Every 201 is in the database, with the fields it was acknowledged with.
     const created = [...answered.values()].filter((outcome) => outcome.status === 201).map((outcome) => outcome.body)
     expect(created.length).toBeGreaterThan(0)
-    const restarted = await serve(env)
+    const restarted = await startPetstore({ database })
     const stored = new Map<number, unknown>()
     let next: string | undefined = "/v1/pets?limit=100"
     while (next !== undefined) {
@@ -120,50 +118,46 @@ describe("SIGTERM under load", () => {
       for (const pet of (await response.json()) as Array<{ id: number }>) stored.set(pet.id, pet)
       next = /^<([^>]+)>; rel="next"$/.exec(response.headers.get("link") ?? "")?.[1]
     }
-    restarted.kill("SIGTERM")
-    expect(await restarted.exited).toBe(0)
+    expect((await restarted.kill("SIGTERM")).code).toBe(0)
     for (const pet of created) expect(stored.get(pet.id)).toEqual(pet)
   })
 })
 
 describe("SIGTERM with a request in flight", () => {
-  const temp = tempDir()
-  afterAll(temp.remove)
+  afterAll(stopAll)
 
   it("stops accepting at once, completes the request in flight with its real answer, then exits 0", async () => {
-    const env = { DATABASE_URL: `${temp.dir}/inflight.db` }
-    const key = createKey(env)
-    const server = await serve(env)
+    const database = `${scratchDirectory()}/inflight.db`
+    const { key } = createKey(database)
+    const server = await startPetstore({ database })
     const slow = slowCreate(server.origin, key)
     await sleep(300)
-    server.kill("SIGTERM")
+    const exit = server.kill("SIGTERM")
     await sleep(500)
     // Draining: no new connection is accepted, and the process waits for the request in flight.
     const refused = await fetch(`${server.origin}/healthz`).then(() => false, () => true)
     expect(refused).toBe(true)
-    expect(server.process.exitCode).toBeNull()
+    expect(server.alive()).toBe(true)
     slow.finish()
     const response = await slow.response
     expect(response).toMatch(/^HTTP\/1\.1 201 /)
     expect(response).toContain("\"name\":\"Slow\"")
-    expect(await server.exited).toBe(0)
+    expect((await exit).code).toBe(0)
 
-    const restarted = await serve(env)
+    const restarted = await startPetstore({ database })
     const pets = await fetch(`${restarted.origin}/v1/pets`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json())
-    restarted.kill("SIGTERM")
-    await restarted.exited
+    await restarted.kill("SIGTERM")
     expect(pets).toMatchObject([{ name: "Slow", categoryId: 7, status: "available" }])
   })
 
   it("cuts off what is still in flight after SHUTDOWN_TIMEOUT, logs it, and exits 0", async () => {
-    const env = { DATABASE_URL: `${temp.dir}/timeout.db`, SHUTDOWN_TIMEOUT: "300 millis" }
-    const key = createKey(env)
-    const server = await serve(env)
+    const database = `${scratchDirectory()}/timeout.db`
+    const { key } = createKey(database)
+    const server = await startPetstore({ database, env: { SHUTDOWN_TIMEOUT: "300 millis" } })
     const slow = slowCreate(server.origin, key)
     await sleep(300)
     const started = Date.now()
-    server.kill("SIGTERM")
-    expect(await server.exited).toBe(0)
+    expect((await server.kill("SIGTERM")).code).toBe(0)
     expect(Date.now() - started).toBeLessThan(5_000)
     expect(await slow.response).not.toMatch(/^HTTP\/1\.1 2/)
     expect(server.output()).toContain("shutdown timeout")

@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
-import { createKey, serve, tempDir } from "./support.js"
+import { createKey, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
 
 const VERSION = JSON.parse(readFileSync(resolve(import.meta.dirname, "../../package.json"), "utf8")).version
 
@@ -19,24 +19,21 @@ const lines = (output: string) =>
   })
 
 describe("logs", () => {
-  const temp = tempDir()
-  afterAll(temp.remove)
+  afterAll(stopAll)
 
   it("JSON lines: start-up, then one line per request with its fields, and never the key", async () => {
-    const env = { DATABASE_URL: `${temp.dir}/logs.db`, LOG_FORMAT: "json" }
-    const key = createKey(env)
-    const keyId = key.split("_")[1]
-    const server = await serve(env)
+    const database = `${scratchDirectory()}/logs.db`
+    const { id: keyId, key } = createKey(database)
+    const server = await startPetstore({ database })
     await fetch(`${server.origin}/v1/pets?limit=5&status=sold`, { headers: { authorization: `Bearer ${key}`, "x-request-id": "log-1" } })
     await fetch(`${server.origin}/v1/pets`, { headers: { authorization: "Bearer not-a-key", "x-request-id": "log-2" } })
     await fetch(`${server.origin}/v1/nowhere?token=secret`, { headers: { "x-request-id": "log-3" } })
-    server.kill("SIGTERM")
-    expect(await server.exited).toBe(0)
+    expect((await server.kill("SIGTERM")).code).toBe(0)
 
     const output = server.output()
     const log = lines(output)
     const startup = log.find((line) => line.message === "petstore is listening")!
-    expect(startup.annotations).toMatchObject({ version: VERSION, database: env.DATABASE_URL, address: server.origin })
+    expect(startup.annotations).toMatchObject({ version: VERSION, database, address: server.origin })
 
     const requests = new Map(log.filter((line) => line.message === "request").map((line) => [line.annotations.requestId, line]))
     const listed = requests.get("log-1")!
@@ -56,16 +53,14 @@ describe("logs", () => {
   })
 
   it("LOG_LEVEL=warning leaves the request lines out; LOG_FORMAT=pretty is not JSON", async () => {
-    const quiet = await serve({ DATABASE_URL: `${temp.dir}/quiet.db`, LOG_LEVEL: "warning" })
+    const quiet = await startPetstore({ database: `${scratchDirectory()}/quiet.db`, env: { LOG_LEVEL: "warning" } })
     await fetch(`${quiet.origin}/healthz`)
-    quiet.kill("SIGTERM")
-    expect(await quiet.exited).toBe(0)
+    expect((await quiet.kill("SIGTERM")).code).toBe(0)
     expect(quiet.output()).not.toContain("\"request\"")
     expect(quiet.output()).not.toContain("is listening")
 
-    const pretty = await serve({ DATABASE_URL: `${temp.dir}/pretty.db`, LOG_FORMAT: "pretty" })
-    pretty.kill("SIGTERM")
-    expect(await pretty.exited).toBe(0)
+    const pretty = await startPetstore({ database: `${scratchDirectory()}/pretty.db`, env: { LOG_FORMAT: "pretty" } })
+    expect((await pretty.kill("SIGTERM")).code).toBe(0)
     expect(pretty.output()).toMatch(/INFO .*petstore is listening/)
     expect(lines(pretty.output())).toEqual([])
   })

@@ -6,13 +6,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import type { ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { withAdmin } from "../support/backends.js"
 import { makeProxy } from "../support/proxy.js"
-import { EXECUTABLE as BIN, freePort, type Run, start } from "./support.js"
+import { BINARY as BIN, freePort, spawnPetstore } from "./support/petstore.js"
 
 const SERVER_URL = process.env.TEST_DATABASE_URL
 const work = mkdtempSync(join(tmpdir(), "petstore-replicas-"))
@@ -42,8 +43,17 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true })
 })
 
-const run = (args: ReadonlyArray<string>, env: Record<string, string>): Run =>
-  start(args, env, { cwd: work, inheritEnv: false })
+interface Run {
+  readonly child: ChildProcess
+  /** Everything it wrote, stdout and stderr. */
+  readonly output: () => string
+  readonly exited: Promise<number | null>
+}
+
+const run = (args: ReadonlyArray<string>, env: Record<string, string>): Run => {
+  const spawned = spawnPetstore(args, env, { cwd: work, inheritEnv: false })
+  return { ...spawned, exited: spawned.exited.then(({ code }) => code) }
+}
 
 /** A CLI command to its end: its exit code and output. */
 const cli = async (args: ReadonlyArray<string>, env: Record<string, string> = { DATABASE_URL: databaseUrl }) => {

@@ -70,24 +70,47 @@ export interface Petstore {
 
 const running = new Set<ChildProcess>()
 
+export interface Spawned {
+  readonly child: ChildProcess
+  /** Everything the process wrote so far, stdout and stderr. */
+  readonly output: () => string
+  readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+}
+
+/** Starts a command of the executable (JSON logs unless `env` says otherwise); killed by `stopAll` if still running. */
+export const spawnPetstore = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  options: { readonly cwd?: string; readonly inheritEnv?: boolean } = {}
+): Spawned => {
+  const child = spawn(BINARY, args, {
+    ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+    env: { ...(options.inheritEnv === false ? { PATH: process.env.PATH ?? "" } : process.env), LOG_FORMAT: "json", ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  running.add(child)
+  let output = ""
+  child.stdout!.on("data", (chunk) => output += chunk)
+  child.stderr!.on("data", (chunk) => output += chunk)
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
+    child.once("exit", (code, signal) => {
+      running.delete(child)
+      done({ code, signal })
+    })
+  )
+  return { child, output: () => output, exited }
+}
+
 /** `petstore serve` on a free loopback port and the given database, once it answers GET /healthz. */
 export const startPetstore = async (options: { readonly database: string; readonly env?: Record<string, string> }) => {
   for (let attempt = 1;; attempt++) {
     const port = await freePort()
-    const child = spawn(BINARY, ["serve"], {
-      env: { ...process.env, HOST: LOOPBACK, PORT: String(port), DATABASE_URL: options.database, LOG_FORMAT: "json", ...options.env },
-      stdio: ["ignore", "pipe", "pipe"]
+    const { child, exited, output: read } = spawnPetstore(["serve"], {
+      HOST: LOOPBACK,
+      PORT: String(port),
+      DATABASE_URL: options.database,
+      ...options.env
     })
-    running.add(child)
-    let output = ""
-    child.stdout!.on("data", (chunk) => output += chunk)
-    child.stderr!.on("data", (chunk) => output += chunk)
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
-      child.once("exit", (code, signal) => {
-        running.delete(child)
-        done({ code, signal })
-      })
-    )
     const alive = () => child.exitCode === null && child.signalCode === null
     const origin = `http://${LOOPBACK}:${port}`
     const deadline = Date.now() + 10_000
@@ -99,7 +122,7 @@ export const startPetstore = async (options: { readonly database: string; readon
           port,
           origin,
           database: options.database,
-          output: () => output,
+          output: read,
           alive,
           kill: (signal) => {
             if (alive()) process.kill(child.pid!, signal)
@@ -113,8 +136,8 @@ export const startPetstore = async (options: { readonly database: string; readon
     if (alive()) process.kill(child.pid!, "SIGKILL")
     await exited
     // Another process may have taken the port between its choice and the listen: try another one.
-    if (attempt < 3 && /EADDRINUSE|address already in use/i.test(output)) continue
-    throw new Error(`petstore serve did not answer /healthz within 10 s:\n${output.slice(-3000)}`)
+    if (attempt < 3 && /EADDRINUSE|address already in use|Cannot listen/i.test(read())) continue
+    throw new Error(`petstore serve did not answer /healthz within 10 s:\n${read().slice(-3000)}`)
   }
 }
 
