@@ -3,7 +3,7 @@
 # unprivileged user (PostgreSQL refuses to run as root). CI uses it; so can a developer:
 #
 #   export TEST_DATABASE_URL=$(scripts/pg-test-cluster.sh start)   # prints the URL of the database `petstore`
-#   npm test && npm run test:replicas
+#   npm test && npm run test:system
 #   scripts/pg-test-cluster.sh fresh-db acceptance                  # (re)creates an empty database, prints its URL
 #   scripts/pg-test-cluster.sh stop                                 # stops the cluster and deletes its directory
 #   scripts/pg-test-cluster.sh bindir                               # where the server binaries are (fails if none)
