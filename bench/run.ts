@@ -51,7 +51,8 @@ const build = () => {
   if (process.env.BENCH_SKIP_BUILD === "1" && existsSync(PETSTORE) && existsSync(RAW)) return
   log("building dist/petstore and the raw baseline")
   run(["npm", "run", "build"])
-  run(["bun", "build", "bench/raw.ts", "--compile", "--minify", "--outfile", RAW])
+  // The same build flags as petstore's `npm run build`.
+  run(["bun", "build", "bench/raw.ts", "--compile", "--minify", "--bytecode", "--outfile", RAW])
 }
 
 // ------------------------------------------------------------------------------------------------------- the data

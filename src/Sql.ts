@@ -6,9 +6,9 @@
  */
 import { Migrator, SqlClient, type SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { SqliteClient } from "@effect/sql-sqlite-bun"
 import { Config, type ConfigError, Duration, Effect, Layer, Redacted, Schedule, Schema } from "effect"
 import { migrations } from "./migrations/index.js"
+import * as Sqlite from "./Sqlite.js"
 
 /** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
 export const DatabaseUrl = Config.redacted("DATABASE_URL").pipe(Config.withDefault(Redacted.make("petstore.db")))
@@ -104,7 +104,7 @@ const sqlite = (filename: string) =>
       yield* sql.unsafe("PRAGMA busy_timeout = 5000")
       yield* sql.unsafe("PRAGMA synchronous = FULL")
     })
-  ).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
+  ).pipe(Layer.provideMerge(Sqlite.layer(filename)))
 
 // --------------------------------------------------------------------------------------------------------- PostgreSQL
 
