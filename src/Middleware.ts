@@ -26,7 +26,7 @@ import { type ErrorCode, errorBody, isApiError } from "./Domain/Errors.js"
 
 export const MAX_BODY_BYTES = 64 * 1024
 const MAX_MESSAGE_LENGTH = 300
-const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
+export const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
 
 export const errorResponse = (status: number, code: ErrorCode, message: string, headers?: Record<string, string>) =>
   HttpServerResponse.unsafeJson(errorBody(status, code, message), { status, ...(headers ? { headers } : {}) })
