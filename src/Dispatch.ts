@@ -87,7 +87,7 @@ const transforms = (ast: AST.AST): boolean => {
 interface Route {
   readonly method: string
   readonly match: (path: string) => Record<string, string> | undefined
-  readonly serve: (request: Request, params: Record<string, string>, started: number) => Promise<Response>
+  readonly serve: (request: Request, params: Record<string, string>, started: number) => Response | Promise<Response>
 }
 
 /** `/v1/pets/:petId` → a matcher returning the raw (undecoded) parameters. */
@@ -134,7 +134,10 @@ const oversized = (request: Request): boolean => {
   return size > MAX_HEADER_BYTES
 }
 
-export const makeDispatcher = (options: DispatchOptions): (request: Request) => Promise<Response> => {
+/** Answers a request: at once when nothing had to wait (Bun serves a `Response` sooner than a promise of one). */
+export type Dispatcher = (request: Request) => Response | Promise<Response>
+
+export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
   const { fallback, implementations, runtime } = options
   const runFork = Runtime.runFork(runtime)
   const logRequests = LogLevel.greaterThanEqual(
@@ -202,20 +205,28 @@ export const makeDispatcher = (options: DispatchOptions): (request: Request) => 
       )
       const check = checks[0]
 
-      const serve = async (request: Request, params: Record<string, string>, started: number): Promise<Response> => {
+      const serve = (request: Request, params: Record<string, string>, started: number): Response | Promise<Response> => {
         // The body: declared length within the limit, JSON; anything else is the fallback's (413, 415, chunked, …).
         const length = request.headers.get("content-length")
-        const contentType = request.headers.get("content-type")
-        let text: string | undefined
         if (length !== null) {
           const size = Number(length)
+          const contentType = request.headers.get("content-type")
           if (!(size <= MAX_BODY_BYTES) || (size > 0 && (contentType === null || !isJson(contentType)))) {
             return fallback(request)
           }
-          if (hasBody && size > 0) text = await request.text()
+          if (hasBody && size > 0) return request.text().then((text) => answer(request, params, started, text))
         } else if (hasBody) {
           return fallback(request)
         }
+        return answer(request, params, started, undefined)
+      }
+
+      const answer = (
+        request: Request,
+        params: Record<string, string>,
+        started: number,
+        text: string | undefined
+      ): Response | Promise<Response> => {
         const retry = () =>
           fallback(text === undefined ? request : new Request(request.url, {
             method: request.method,
@@ -258,7 +269,7 @@ export const makeDispatcher = (options: DispatchOptions): (request: Request) => 
         }
         let keyId: string | undefined
 
-        const answer: Effect.Effect<Answer<unknown>, unknown> = check === undefined
+        const answered: Effect.Effect<Answer<unknown>, unknown> = check === undefined
           ? handler(decoded)
           : Effect.flatMap(check(request.headers.get("authorization")), (key) => {
             keyId = key.id
@@ -289,7 +300,7 @@ export const makeDispatcher = (options: DispatchOptions): (request: Request) => 
           )
         }
 
-        let program: Effect.Effect<Response> = Effect.flatMap(Effect.exit(answer), (exit) => {
+        let program: Effect.Effect<Response> = Effect.flatMap(Effect.exit(answered), (exit) => {
           const response = respond(exit)
           return response instanceof Response ? Effect.succeed(response) : response
         })
@@ -328,7 +339,7 @@ export const makeDispatcher = (options: DispatchOptions): (request: Request) => 
     }
   })
 
-  return (request: Request): Promise<Response> => {
+  return (request) => {
     const started = performance.now()
     const method = request.method
     const path = pathOf(request.url)

@@ -8,7 +8,7 @@ import { type Servers, ServedApi } from "./Api.js"
 import { Authorization } from "./Auth/Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { AuthorizationLive, BearerCheck, CHALLENGE_HEADERS } from "./Auth/Http.js"
-import { type Implementations, makeDispatcher } from "./Dispatch.js"
+import { type Dispatcher, type Implementations, makeDispatcher } from "./Dispatch.js"
 import { Unauthorized } from "./Domain/Errors.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { makeApiMiddleware, makeServerMiddleware } from "./Middleware.js"
@@ -61,7 +61,7 @@ export interface AppOptions {
  * The function that answers every request: what Bun serves in production and what the tests call in-process. It is
  * the dispatcher of `Dispatch.ts`: the direct routes derived from the API declaration, in front of the HttpApi app.
  */
-export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, (request: Request) => Promise<Response>>() {}
+export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, Dispatcher>() {}
 
 /** The web handler of the given routes (repositories, lifecycle and SQL client still to be provided). */
 export const webHandlerFrom = <E, R>(
