@@ -17,6 +17,7 @@ import { HttpApi, type HttpApiEndpoint, HttpApiSchema } from "@effect/platform"
 import { Cause, Effect, Either, Exit, FiberRef, FiberRefs, HashMap, LogLevel, Option, Runtime, Schema } from "effect"
 import type * as AST from "effect/SchemaAST"
 import { randomUUID } from "node:crypto"
+import type { RequestLogWriter } from "./Logging.js"
 import { MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_URL_BYTES, pathOf, REQUEST_ID } from "./Middleware.js"
 
 /** What a shared handler answers: the success value, and the headers the contract gives that answer. */
@@ -55,6 +56,8 @@ export interface DispatchOptions {
   readonly fallback: (request: Request) => Promise<Response>
   /** The runtime of the app (its logger, log level, tracer settings). */
   readonly runtime: Runtime.Runtime<never>
+  /** Writes the request's log line directly, when the configured logger has such a writer (see `Logging.ts`). */
+  readonly requestLog?: RequestLogWriter | undefined
 }
 
 const SERVER_ERROR = JSON.stringify({
@@ -138,7 +141,7 @@ const oversized = (request: Request): boolean => {
 export type Dispatcher = (request: Request) => Response | Promise<Response>
 
 export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
-  const { fallback, implementations, runtime } = options
+  const { fallback, implementations, requestLog, runtime } = options
   const runFork = Runtime.runFork(runtime)
   const logRequests = LogLevel.greaterThanEqual(
     LogLevel.Info,
@@ -304,7 +307,7 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
           const response = respond(exit)
           return response instanceof Response ? Effect.succeed(response) : response
         })
-        if (logRequests) {
+        if (logRequests && requestLog === undefined) {
           program = Effect.tap(program, (response) =>
             Effect.logInfo("request").pipe(
               Effect.annotateLogs({
@@ -326,13 +329,24 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
               value: HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", requestId)
             })
         })
+        const finish = (exit: Exit.Exit<Response>): Response => {
+          const response = Exit.getOrElse(exit, () => new Response(SERVER_ERROR, { status: 500, headers }))
+          if (logRequests && requestLog !== undefined) {
+            requestLog({
+              requestId,
+              method: request.method,
+              path: pathOf(request.url),
+              status: response.status,
+              durationMs: Math.round((performance.now() - started) * 100) / 100,
+              keyId,
+              fiberId: fiber.id().id
+            })
+          }
+          return response
+        }
         const done = fiber.unsafePoll()
-        if (done !== null) return Exit.getOrElse(done, () => new Response(SERVER_ERROR, { status: 500, headers }))
-        return new Promise((resolve) =>
-          fiber.addObserver((exit) =>
-            resolve(Exit.getOrElse(exit, () => new Response(SERVER_ERROR, { status: 500, headers })))
-          )
-        )
+        if (done !== null) return finish(done)
+        return new Promise((resolve) => fiber.addObserver((exit) => resolve(finish(exit))))
       }
 
       routes.push({ method: endpoint.method, match: matcher(endpoint.path), serve })

@@ -11,6 +11,7 @@ import { AuthorizationLive, BearerCheck, CHALLENGE_HEADERS } from "./Auth/Http.j
 import { type Dispatcher, type Implementations, makeDispatcher } from "./Dispatch.js"
 import { Unauthorized } from "./Domain/Errors.js"
 import { Lifecycle } from "./Lifecycle.js"
+import { RequestLog } from "./Logging.js"
 import { makeApiMiddleware, makeServerMiddleware } from "./Middleware.js"
 import { Deprecation } from "./Pets/Api.js"
 import { DEPRECATION_HEADERS, DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
@@ -80,7 +81,8 @@ export const webHandlerFrom = <E, R>(
         api: ServedApi,
         implementations: yield* DirectRoutes,
         fallback,
-        runtime: runtime as Runtime.Runtime<never>
+        runtime: runtime as Runtime.Runtime<never>,
+        requestLog: Option.getOrUndefined(yield* Effect.serviceOption(RequestLog))
       })
     })
   ).pipe(
