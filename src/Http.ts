@@ -67,7 +67,10 @@ export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, Dispa
 /** The web handler of the given routes (repositories, lifecycle and SQL client still to be provided). */
 export const webHandlerFrom = <E, R>(
   routes: Layer.Layer<HttpApi.Api | DirectRoutes, E, R>,
-  options: Pick<AppOptions, "corsOrigins">
+  options: Pick<AppOptions, "corsOrigins"> & {
+    /** `false`: the HttpApi app alone, without the direct routes (for tests comparing the two). */
+    readonly directRoutes?: boolean
+  }
 ) =>
   Layer.effect(
     WebHandler,
@@ -76,7 +79,7 @@ export const webHandlerFrom = <E, R>(
       const runtime = yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>()
       const fallback = HttpApp.toWebHandlerRuntime(runtime)(makeServerMiddleware(options)(app))
       // With CORS on, every answer goes through the HttpApp's CORS middleware.
-      if (Option.isSome(options.corsOrigins)) return fallback
+      if (Option.isSome(options.corsOrigins) || options.directRoutes === false) return fallback
       return makeDispatcher({
         api: ServedApi,
         implementations: yield* DirectRoutes,
