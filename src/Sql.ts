@@ -5,7 +5,7 @@
  * run; the repositories, the handlers and the command line do not know which backend they run on.
  */
 import { Migrator, SqlClient, type SqlError } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
+import type { PgClient } from "@effect/sql-pg"
 import { Config, type ConfigError, Duration, Effect, Layer, Redacted, Schedule, Schema } from "effect"
 import { migrations } from "./migrations/index.js"
 import * as Sqlite from "./Sqlite.js"
@@ -155,11 +155,15 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
     )
   )
   return MigrationsLive.pipe(
-    Layer.provideMerge(PgClient.layer({
-      url: Redacted.make(withStatementTimeouts(value, timeouts.query)),
-      connectTimeout: timeouts.connect,
-      applicationName: "petstore"
-    })),
+    Layer.provideMerge(Layer.unwrapEffect(
+      // Loaded only when PostgreSQL is used: a SQLite start does not pay for the driver.
+      Effect.map(Effect.promise(() => import("@effect/sql-pg")), ({ PgClient: Pg }): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> =>
+        Pg.layer({
+          url: Redacted.make(withStatementTimeouts(value, timeouts.query)),
+          connectTimeout: timeouts.connect,
+          applicationName: "petstore"
+        }))
+    )),
     Layer.retry(retry),
     Layer.catchAll((error) =>
       Layer.fail(
