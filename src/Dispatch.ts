@@ -14,7 +14,22 @@
  * several success statuses, a non-JSON encoding) is left to the fallback entirely.
  */
 import { HttpApi, type HttpApiEndpoint, HttpApiSchema } from "@effect/platform"
-import { Cause, Effect, Either, Exit, FiberRef, FiberRefs, HashMap, LogLevel, Option, Runtime, Schema } from "effect"
+import {
+  Cause,
+  Effect,
+  Either,
+  Exit,
+  FiberId,
+  FiberRef,
+  FiberRefs,
+  HashMap,
+  HashSet,
+  Logger,
+  LogLevel,
+  Option,
+  Runtime,
+  Schema
+} from "effect"
 import type * as AST from "effect/SchemaAST"
 import { randomUUID } from "node:crypto"
 import type { RequestLogWriter } from "./Logging.js"
@@ -141,7 +156,28 @@ const oversized = (request: Request): boolean => {
 export type Dispatcher = (request: Request) => Response | Promise<Response>
 
 export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
-  const { fallback, implementations, requestLog, runtime } = options
+  const { fallback, implementations, requestLog } = options
+  /**
+   * The request id of each request fiber, by fiber id, added to the annotations of every line it logs: every logger of
+   * the runtime is wrapped once here, instead of setting a log annotation in each request's fiber (which copies the
+   * fiber's references, on every request, for lines that are rarely written).
+   */
+  const requestIds = new Map<number, string>()
+  const addRequestId = (options: Logger.Logger.Options<unknown>): Logger.Logger.Options<unknown> => {
+    const requestId = options.fiberId._tag === "Runtime" ? requestIds.get(options.fiberId.id) : undefined
+    return requestId === undefined
+      ? options
+      : { ...options, annotations: HashMap.set(options.annotations, "requestId", requestId) }
+  }
+  const runtime = Runtime.updateFiberRefs(options.runtime, (fiberRefs) =>
+    FiberRefs.updateAs(fiberRefs, {
+      fiberId: FiberId.none,
+      fiberRef: FiberRef.currentLoggers,
+      value: HashSet.map(
+        FiberRefs.getOrDefault(fiberRefs, FiberRef.currentLoggers),
+        (logger) => Logger.mapInputOptions(logger, addRequestId)
+      )
+    }))
   const runFork = Runtime.runFork(runtime)
   const logRequests = LogLevel.greaterThanEqual(
     LogLevel.Info,
@@ -279,7 +315,15 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
             return handler(decoded)
           })
 
-        const respond = (exit: Exit.Exit<Answer<unknown>, unknown>): Response | Effect.Effect<Response> => {
+        // Every log line of the request's fiber carries the request id (see `requestIds`).
+        const withRequestId = {
+          updateRefs: (refs: FiberRefs.FiberRefs, fiberId: FiberId.Runtime) => {
+            requestIds.set(fiberId.id, requestId)
+            return refs
+          }
+        }
+
+        const respond = (exit: Exit.Exit<Answer<unknown>, unknown>): Response => {
           if (Exit.isSuccess(exit)) {
             const body = encodeSuccess(exit.value.value)
             if (exit.value.headers !== undefined) Object.assign(headers, exit.value.headers)
@@ -297,53 +341,44 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
             }
           }
           if (Cause.isInterruptedOnly(exit.cause)) return new Response(INTERRUPTED, { status: 503, headers })
-          return Effect.as(
-            Effect.logError("unexpected failure", exit.cause),
-            new Response(SERVER_ERROR, { status: 500, headers })
-          )
+          const logging = runFork(Effect.logError("unexpected failure", exit.cause), withRequestId)
+          requestIds.delete(logging.id().id)
+          return new Response(SERVER_ERROR, { status: 500, headers })
         }
 
-        let program: Effect.Effect<Response> = Effect.flatMap(Effect.exit(answered), (exit) => {
+        const finish = (exit: Exit.Exit<Answer<unknown>, unknown>): Response => {
           const response = respond(exit)
-          return response instanceof Response ? Effect.succeed(response) : response
-        })
-        if (logRequests && requestLog === undefined) {
-          program = Effect.tap(program, (response) =>
-            Effect.logInfo("request").pipe(
-              Effect.annotateLogs({
-                method: request.method,
-                path: pathOf(request.url),
-                status: response.status,
-                durationMs: Math.round((performance.now() - started) * 100) / 100,
-                ...(keyId === undefined ? {} : { keyId })
-              })
-            ))
-        }
-        // Every log line of the request carries its id: set in the fiber's initial log annotations, which is cheaper
-        // than `Effect.annotateLogs` around the program.
-        const fiber = runFork(program, {
-          updateRefs: (refs, fiberId) =>
-            FiberRefs.updateAs(refs, {
-              fiberId,
-              fiberRef: FiberRef.currentLogAnnotations,
-              value: HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", requestId)
-            })
-        })
-        const finish = (exit: Exit.Exit<Response>): Response => {
-          const response = Exit.getOrElse(exit, () => new Response(SERVER_ERROR, { status: 500, headers }))
-          if (logRequests && requestLog !== undefined) {
+          requestIds.delete(fiber.id().id)
+          if (!logRequests) return response
+          const durationMs = Math.round((performance.now() - started) * 100) / 100
+          const path = pathOf(request.url)
+          if (requestLog !== undefined) {
             requestLog({
               requestId,
               method: request.method,
-              path: pathOf(request.url),
+              path,
               status: response.status,
-              durationMs: Math.round((performance.now() - started) * 100) / 100,
+              durationMs,
               keyId,
               fiberId: fiber.id().id
             })
+          } else {
+            runFork(
+              Effect.logInfo("request").pipe(Effect.annotateLogs({
+                method: request.method,
+                path,
+                status: response.status,
+                durationMs,
+                ...(keyId === undefined ? {} : { keyId })
+              })),
+              withRequestId
+            ).pipe((logging) => requestIds.delete(logging.id().id))
           }
           return response
         }
+
+        // The request's own fiber runs the check and the handler; the answer is made from its exit.
+        const fiber = runFork(answered, withRequestId)
         const done = fiber.unsafePoll()
         if (done !== null) return finish(done)
         return new Promise((resolve) => fiber.addObserver((exit) => resolve(finish(exit))))

@@ -3,7 +3,7 @@
  * database, get the same status, body and headers (all but the request id and the date) from both.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, HashMap, Layer, Logger, Option, Redacted } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { RoutesLive, WebHandler, webHandlerFrom } from "../src/Http.js"
 import { Lifecycle } from "../src/Lifecycle.js"
@@ -110,4 +110,47 @@ describeBackends((backend) => {
         }
       }))
   })
+})
+
+describe("direct routes, logs", () => {
+  it.scoped("every line a request logs carries its request id, an unexpected failure's included", () =>
+    Effect.gen(function*() {
+      const lines: Array<{ message: unknown; requestId: unknown }> = []
+      const capture = Logger.make(({ annotations, message }) => {
+        lines.push({
+          message: Array.isArray(message) ? message[0] : message,
+          requestId: Option.getOrUndefined(HashMap.get(annotations, "requestId"))
+        })
+      })
+      const failingRepo = Layer.succeed(PetsRepo, PetsRepo.make({
+        create: () => Effect.die(new Error("boom")),
+        findById: () => Effect.die(new Error("boom")),
+        list: () => Effect.die(new Error("boom"))
+      }))
+      const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
+      const context = yield* Layer.build(
+        Layer.mergeAll(
+          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([failingRepo, ApiKeys.Default])), {
+            corsOrigins: Option.none()
+          }),
+          ApiKeys.Default
+        ).pipe(
+          Layer.provide([Lifecycle.Default, Logger.replace(Logger.defaultLogger, capture)]),
+          Layer.provide(database)
+        )
+      )
+      const key = Redacted.value((yield* Context.get(context, ApiKeys).create("logs")).key)
+      const handler = Context.get(context, WebHandler)
+      const response = yield* Effect.promise(async () =>
+        handler(new Request(`${ORIGIN}/v1/pets/1`, { headers: { authorization: `Bearer ${key}`, "x-request-id": "req-42" } }))
+      )
+      expect(response.status).toBe(500)
+      expect(lines.filter((line) => line.requestId === "req-42").map((line) => line.message)).toEqual([
+        "unexpected failure",
+        "request"
+      ])
+      expect(lines.filter((line) => line.message === "unexpected failure" || line.message === "request").every((line) =>
+        line.requestId === "req-42"
+      )).toBe(true)
+    }))
 })
