@@ -104,6 +104,7 @@ const transforms = (ast: AST.AST): boolean => {
 
 interface Route {
   readonly method: string
+  readonly path: string
   readonly match: (path: string) => Record<string, string> | undefined
   readonly serve: (request: Request, params: Record<string, string>, started: number) => Response | Promise<Response>
 }
@@ -152,8 +153,24 @@ const oversized = (request: Request): boolean => {
   return size > MAX_HEADER_BYTES
 }
 
-/** Answers a request: at once when nothing had to wait (Bun serves a `Response` sooner than a promise of one). */
-export type Dispatcher = (request: Request) => Response | Promise<Response>
+type Answering = (request: Request) => Response | Promise<Response>
+
+/**
+ * Answers a request: at once when nothing had to wait (Bun serves a `Response` sooner than a promise of one).
+ *
+ * `routes` are the same direct routes in the shape of `Bun.serve`'s `routes` (Bun matches them natively, which is
+ * cheaper than its `fetch` path), each path with every method: the undeclared ones go to the dispatcher, so to the
+ * HttpApi app. The server gives Bun `routes` and the dispatcher as `fetch`; the tests call the dispatcher, which
+ * matches the same table, and a test checks that both routings answer alike.
+ */
+export interface Dispatcher extends Answering {
+  readonly routes: Record<string, Record<string, (request: Request & { readonly params: Record<string, string> }) => Response | Promise<Response>>>
+}
+
+const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const
+
+/** A dispatcher without direct routes. */
+export const withoutRoutes = (answer: Answering): Dispatcher => Object.assign((request: Request) => answer(request), { routes: {} })
 
 export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
   const { fallback, implementations, requestLog } = options
@@ -384,11 +401,11 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
         return new Promise((resolve) => fiber.addObserver((exit) => resolve(finish(exit))))
       }
 
-      routes.push({ method: endpoint.method, match: matcher(endpoint.path), serve })
+      routes.push({ method: endpoint.method, path: endpoint.path, match: matcher(endpoint.path), serve })
     }
   })
 
-  return (request) => {
+  const dispatch: Answering = (request) => {
     const started = performance.now()
     const method = request.method
     const path = pathOf(request.url)
@@ -401,4 +418,14 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
     }
     return fallback(request)
   }
+
+  const bunRoutes: Dispatcher["routes"] = {}
+  for (const route of routes) {
+    const methods = bunRoutes[route.path] ??= Object.fromEntries(METHODS.map((method) => [method, dispatch]))
+    methods[route.method] = (request) => {
+      const started = performance.now()
+      return oversized(request) ? fallback(request) : route.serve(request, request.params, started)
+    }
+  }
+  return Object.assign(dispatch, { routes: bunRoutes })
 }

@@ -8,7 +8,7 @@ import { type Servers, ServedApi } from "./Api.js"
 import { Authorization } from "./Auth/Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { AuthorizationLive, BearerCheck, CHALLENGE_HEADERS } from "./Auth/Http.js"
-import { type Dispatcher, type Implementations, makeDispatcher } from "./Dispatch.js"
+import { type Dispatcher, type Implementations, makeDispatcher, withoutRoutes } from "./Dispatch.js"
 import { Unauthorized } from "./Domain/Errors.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { RequestLog } from "./Logging.js"
@@ -79,7 +79,7 @@ export const webHandlerFrom = <E, R>(
       const runtime = yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>()
       const fallback = HttpApp.toWebHandlerRuntime(runtime)(makeServerMiddleware(options)(app))
       // With CORS on, every answer goes through the HttpApp's CORS middleware.
-      if (Option.isSome(options.corsOrigins) || options.directRoutes === false) return fallback
+      if (Option.isSome(options.corsOrigins) || options.directRoutes === false) return withoutRoutes(fallback)
       return makeDispatcher({
         api: ServedApi,
         implementations: yield* DirectRoutes,
@@ -121,6 +121,8 @@ export const ListenerLive = (options: ListenOptions) =>
           Bun.serve({
             hostname: options.host,
             port: options.port,
+            // The direct routes, matched by Bun itself; every other request goes to the dispatcher.
+            routes: handler.routes,
             fetch: handler,
             // Bodies are limited by the middleware (a JSON 413 past 64 KiB, read no further), not by Bun's bare 413.
             maxRequestBodySize: Number.MAX_SAFE_INTEGER

@@ -25,6 +25,57 @@ const answer = async (response: Response) => {
   return { status: response.status, headers, body: await response.text() }
 }
 
+/** Requests of every kind: successes, each way to fail, unknown paths and methods, limits. */
+const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [string, RequestInit?]> => {
+  const auth = { authorization: `Bearer ${key}` }
+  const json = { ...auth, "content-type": "application/json" }
+  const post = (body: string, headers: Record<string, string> = json): RequestInit => ({ method: "POST", headers, body })
+  return [
+    ["/v1/pets", { headers: auth }],
+    ["/v1/pets?limit=2", { headers: auth }],
+    ["/v1/pets?limit=2&status=sold&after=2", { headers: auth }],
+    ["/v1/pets?status=pending", { headers: auth }],
+    ["/v1/pets?limit=0", { headers: auth }],
+    ["/v1/pets?limit=2&limit=3", { headers: auth }],
+    ["/v1/pets?status=lost", { headers: auth }],
+    ["/v1/pets?after=-1", { headers: auth }],
+    ["/v1/pets?unknown=1", { headers: auth }],
+    ["/v1/pets/1", { headers: auth }],
+    ["/v1/pets/999", { headers: auth }],
+    ["/v1/pets/abc", { headers: auth }],
+    ["/v1/pets/01", { headers: auth }],
+    ["/v1/pets/"],
+    ["/v1/pets"],
+    ["/v1/pets/1"],
+    ["/v1/pets", { headers: { authorization: "Basic abc" } }],
+    ["/v1/pets", { headers: { authorization: `bearer ${key}` } }],
+    ["/v1/pets", { headers: { authorization: `Bearer ${revokedKey}` } }],
+    ["/v1/pets/1", { headers: { authorization: "Bearer psk_000000000000_" + "A".repeat(43) } }],
+    ["/v1/pets", { headers: { ...auth, "x-request-id": "client-id-1" } }],
+    ["/v1/pets", post("{\"name\":\"\",\"categoryId\":1}")],
+    ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":0}")],
+    ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1,\"status\":\"lost\"}")],
+    ["/v1/pets", post("{\"name\":\"x\"")],
+    ["/v1/pets", post("[]")],
+    ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1}", { ...auth, "content-type": "text/plain" })],
+    ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1}", { "content-type": "application/json" })],
+    ["/v1/pets", post("x".repeat(70_000))],
+    ["/v1/pets", { method: "PUT", headers: auth }],
+    ["/v1/pets/1", { method: "DELETE", headers: auth }],
+    ["/v1/pets", { method: "HEAD", headers: auth }],
+    ["/v2/pets", { headers: auth }],
+    ["/healthz"],
+    ["/v1/pets?" + "a".repeat(9000), { headers: auth }],
+    ["/v1/pets/%31", { headers: auth }],
+    ["/v1/pets/1/", { headers: auth }],
+    ["/v1/pets//1", { headers: auth }],
+    ["/V1/pets", { headers: auth }],
+    ["/v1/pets/1?x=1", { headers: auth }],
+    ["/v1/pets", { method: "OPTIONS", headers: auth }],
+    ["/v1/pets/1", { method: "PATCH", headers: auth }]
+  ]
+}
+
 describeBackends((backend) => {
   describe("direct routes", () => {
     it.scoped("answer as the HttpApi app does", () =>
@@ -66,43 +117,7 @@ describeBackends((backend) => {
           expect({ ...a.headers, location: "" }).toEqual({ ...b.headers, location: "" })
         }
 
-        const cases: ReadonlyArray<readonly [string, RequestInit?]> = [
-          ["/v1/pets", { headers: auth }],
-          ["/v1/pets?limit=2", { headers: auth }],
-          ["/v1/pets?limit=2&status=sold&after=2", { headers: auth }],
-          ["/v1/pets?status=pending", { headers: auth }],
-          ["/v1/pets?limit=0", { headers: auth }],
-          ["/v1/pets?limit=2&limit=3", { headers: auth }],
-          ["/v1/pets?status=lost", { headers: auth }],
-          ["/v1/pets?after=-1", { headers: auth }],
-          ["/v1/pets?unknown=1", { headers: auth }],
-          ["/v1/pets/1", { headers: auth }],
-          ["/v1/pets/999", { headers: auth }],
-          ["/v1/pets/abc", { headers: auth }],
-          ["/v1/pets/01", { headers: auth }],
-          ["/v1/pets/"],
-          ["/v1/pets"],
-          ["/v1/pets/1"],
-          ["/v1/pets", { headers: { authorization: "Basic abc" } }],
-          ["/v1/pets", { headers: { authorization: `bearer ${key}` } }],
-          ["/v1/pets", { headers: { authorization: `Bearer ${Redacted.value(revoked.key)}` } }],
-          ["/v1/pets/1", { headers: { authorization: "Bearer psk_000000000000_" + "A".repeat(43) } }],
-          ["/v1/pets", { headers: { ...auth, "x-request-id": "client-id-1" } }],
-          ["/v1/pets", post("{\"name\":\"\",\"categoryId\":1}")],
-          ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":0}")],
-          ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1,\"status\":\"lost\"}")],
-          ["/v1/pets", post("{\"name\":\"x\"")],
-          ["/v1/pets", post("[]")],
-          ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1}", { ...auth, "content-type": "text/plain" })],
-          ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1}", { "content-type": "application/json" })],
-          ["/v1/pets", post("x".repeat(70_000))],
-          ["/v1/pets", { method: "PUT", headers: auth }],
-          ["/v1/pets/1", { method: "DELETE", headers: auth }],
-          ["/v1/pets", { method: "HEAD", headers: auth }],
-          ["/v2/pets", { headers: auth }],
-          ["/healthz"],
-          ["/v1/pets?" + "a".repeat(9000), { headers: auth }]
-        ]
+        const cases = casesFor(key, Redacted.value(revoked.key))
         for (const [path, init] of cases) {
           const a = yield* Effect.promise(async () => answer(await direct(new Request(`${ORIGIN}${path}`, init))))
           const b = yield* Effect.promise(async () => answer(await fallback(new Request(`${ORIGIN}${path}`, init))))
@@ -152,5 +167,43 @@ describe("direct routes, logs", () => {
       expect(lines.filter((line) => line.message === "unexpected failure" || line.message === "request").every((line) =>
         line.requestId === "req-42"
       )).toBe(true)
+    }))
+})
+
+describe("direct routes, Bun's routing", () => {
+  it.scoped("Bun.serve with the dispatcher's routes answers as the dispatcher does in-process", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(
+        Layer.mergeAll(handlerOf(true), ApiKeys.Default).pipe(
+          Layer.provide(Lifecycle.Default),
+          Layer.provide(Sql.SqlTest)
+        )
+      )
+      const keys = Context.get(context, ApiKeys)
+      const key = Redacted.value((yield* keys.create("routing")).key)
+      const revoked = yield* keys.create("revoked")
+      yield* keys.revoke(revoked.id)
+      const dispatcher = Context.get(context, WebHandler)
+      expect(Object.keys(dispatcher.routes).sort()).toEqual(["/v1/pets", "/v1/pets/:petId"])
+      // What production runs (src/Http.ts), on a loopback port of its own.
+      const server = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          Bun.serve({
+            hostname: "127.0.0.1",
+            port: 0,
+            routes: dispatcher.routes,
+            fetch: dispatcher,
+            maxRequestBodySize: Number.MAX_SAFE_INTEGER
+          })
+        ),
+        (server) => Effect.promise(() => server.stop(true))
+      )
+      const origin = server.url.href.replace(/\/$/, "")
+      for (const [path, init] of casesFor(key, Redacted.value(revoked.key))) {
+        const viaBun = yield* Effect.promise(async () => answer(await fetch(`${origin}${path}`, init)))
+        const inProcess = yield* Effect.promise(async () => answer(await dispatcher(new Request(`${ORIGIN}${path}`, init))))
+        if (init?.method === "HEAD") inProcess.body = ""
+        expect({ path: path.slice(0, 80), ...viaBun }).toEqual({ path: path.slice(0, 80), ...inProcess })
+      }
     }))
 })
