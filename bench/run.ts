@@ -5,7 +5,7 @@
  * turn — A B A B — with wrk (Debian's `wrk` package; installed with apt-get when missing and allowed), the same
  * connection count and duration. Loopback only. Prints a table and writes JSON and Markdown under bench/results/.
  *
- * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (2), BENCH_PETS (10000),
+ * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1.
  */
 import { Database } from "bun:sqlite"
@@ -22,7 +22,7 @@ const RAW = join(RESULTS, "raw-server")
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 3)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const PETS = Number(process.env.BENCH_PETS ?? 10_000)
 const SCALE = (process.env.BENCH_SCALE ?? "1000,1000000").split(",").filter((s) => s !== "").map(Number)
 const DEADLINE = Date.now() + 9 * 60_000
