@@ -7,7 +7,7 @@ import { Console, Effect, Layer, Redacted, Schema } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
-import { CorsOrigins, Host, Port, ServersConfig, ShutdownTimeout } from "./Config.js"
+import { CorsOrigins, Host, Port, ServersConfig, ShutdownTimeout, TracingEnabled } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
 import { HttpLive } from "./Http.js"
 import { LoggingLive } from "./Logging.js"
@@ -34,6 +34,7 @@ const serveHandler = (
   options: { readonly host: string; readonly port: number; readonly database: Redacted.Redacted<string> }
 ) =>
   Effect.gen(function*() {
+    const tracing = yield* TracingEnabled
     return yield* Layer.launch(
       HttpLive({
         host: options.host,
@@ -43,7 +44,7 @@ const serveHandler = (
         shutdownTimeout: yield* ShutdownTimeout,
         describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
       }).pipe(Layer.provide(Sql.layer(options.database)))
-    )
+    ).pipe(Effect.withTracerEnabled(tracing))
   }).pipe(Effect.provide(LoggingLive("stdout")))
 
 const serve = Command.make("serve", serveOptions, serveHandler).pipe(

@@ -25,7 +25,7 @@ import { globalValue } from "effect/GlobalValue"
 import { randomUUID } from "node:crypto"
 import { ServedApi } from "./Api.js"
 import { type ErrorCode, errorBody, isApiError } from "./Domain/Errors.js"
-import { jsonProblem } from "./JsonBody.js"
+import { isJsonMediaType, readJsonBody } from "./JsonBody.js"
 
 export const MAX_BODY_BYTES = 64 * 1024
 /**
@@ -35,7 +35,7 @@ export const MAX_BODY_BYTES = 64 * 1024
  */
 export const MAX_URL_LENGTH = 8 * 1024
 const MAX_MESSAGE_LENGTH = 300
-const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
+export const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
 
 export const errorResponse = (status: number, code: ErrorCode, message: string, headers?: Record<string, string>) =>
   HttpServerResponse.unsafeJson(errorBody(status, code, message), { status, ...(headers ? { headers } : {}) })
@@ -62,6 +62,14 @@ const makeRouteTable = (extraGetPaths: ReadonlyArray<string>) => {
   }
 }
 
+/** The path of a request URL (absolute or not), without its query string: no URL parsing on every request. */
+export const pathOf = (url: string): string => {
+  const start = url.charCodeAt(0) === 47 ? 0 : url.indexOf("/", url.indexOf("://") + 3)
+  if (start === -1) return "/"
+  const query = url.indexOf("?", start)
+  return query === -1 ? url.slice(start) : url.slice(start, query)
+}
+
 const truncate = (text: string) => text.length > MAX_MESSAGE_LENGTH ? text.slice(0, MAX_MESSAGE_LENGTH - 1) + "…" : text
 
 /** A 400 that names the field and says why, and whether the body, the query or the path was wrong. */
@@ -83,18 +91,6 @@ const decodeFailure = (request: HttpServerRequest.HttpServerRequest, error: Http
     where === "query parameter" ? "invalid_query" : "invalid_path",
     `Invalid ${where} '${field}': ${query.getAll(name).length > 1 ? "it is given more than once" : reason}`
   )
-}
-
-/**
- * `application/json`, the one type the API declares, in UTF-8 (RFC 8259 §8.1). Not another charset, not a `+json`
- * type (whose meaning, a merge patch say, is not a new pet), and not a body without a Content-Type, which RFC 9110 §8.3
- * lets a recipient take for application/octet-stream.
- */
-const isJsonMediaType = (contentType: string | undefined) => {
-  if (contentType === undefined) return false
-  const [type, ...parameters] = contentType.split(";").map((part) => part.trim().toLowerCase())
-  const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice(8).replace(/^"(.*)"$/, "$1")
-  return type === "application/json" && (charset === undefined || charset === "utf-8" || charset === "utf8")
 }
 
 /** The body, or undefined once it passes the limit (reading stops there). An unreadable body counts as empty. */
@@ -121,16 +117,14 @@ const withBody = (request: HttpServerRequest.HttpServerRequest, body: Uint8Array
 
 const tooLarge = errorResponse(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
 
-/** Strict: bytes that are not UTF-8 are refused, not turned into U+FFFD and stored. */
-const utf8 = new TextDecoder("utf-8", { fatal: true })
-
 const unsupportedMediaType = errorResponse(
   415,
   "unsupported_media_type",
   "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
 )
 
-const pathOf = (request: HttpServerRequest.HttpServerRequest) => new URL(request.url, "http://localhost").pathname
+/** The path as the router resolves it (dot segments resolved), to check it against the route table. */
+const routedPathOf = (request: HttpServerRequest.HttpServerRequest) => new URL(request.url, "http://localhost").pathname
 
 /**
  * The body of a request to a route that takes one: JSON (415 otherwise), at most 64 KiB (413), and well-formed JSON
@@ -146,19 +140,8 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     const body = yield* readBounded(request)
     if (body === undefined) return tooLarge
     if (notJson && body.byteLength > 0) return unsupportedMediaType
-    let text: string
-    try {
-      text = utf8.decode(body)
-    } catch {
-      return errorResponse(400, "invalid_json", "The request body is not UTF-8 text (JSON is UTF-8).")
-    }
-    try {
-      JSON.parse(text)
-    } catch {
-      return errorResponse(400, "invalid_json", "The request body is not valid JSON.")
-    }
-    const problem = jsonProblem(text)
-    if (problem !== undefined) return errorResponse(400, "invalid_json", `The request body is refused: ${problem}.`)
+    const read = readJsonBody(body)
+    if ("problem" in read) return errorResponse(400, "invalid_json", read.problem)
     return withBody(request, body)
   })
 
@@ -172,7 +155,7 @@ export const makeApiMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
     )
 
   const notFound = (request: HttpServerRequest.HttpServerRequest) => {
-    const path = pathOf(request)
+    const path = routedPathOf(request)
     const methods = allowedMethods(path)
     // The route answers this method, yet the router found none: a path parameter it could not take.
     if (methods.includes(request.method)) {
@@ -198,7 +181,7 @@ export const makeApiMiddleware = (extraGetPaths: ReadonlyArray<string>) => {
       // Only the paths of the route table reach the router, which would also take other spellings of them (another
       // case, doubled slashes, percent-encoded letters, and a `;` as the start of a query: `/pets/1;x` for pet 1),
       // and so let requests around the checks below. Whatever the body, a 404 or a 405 is answered without reading it.
-      const path = pathOf(request)
+      const path = routedPathOf(request)
       if (path.includes(";") || !allowedMethods(path).includes(request.method)) return notFound(request)
       let served = request
       if (!HttpMethod.hasBody(request.method)) {
@@ -300,7 +283,7 @@ export const makeServerMiddleware = (options: ServerMiddlewareOptions) => {
               Effect.annotateLogs({
                 method: request.method,
                 // The path alone: a query string could carry what does not belong in a log.
-                path: new URL(request.url, "http://localhost").pathname,
+                path: pathOf(request.url),
                 status: Exit.isSuccess(exit) ? exit.value.status : Cause.isInterruptedOnly(exit.cause) ? 503 : 500,
                 durationMs: Math.round((performance.now() - started) * 100) / 100,
                 ...(keyId === undefined ? {} : { keyId })

@@ -5,10 +5,10 @@
  * run; the repositories, the handlers and the command line do not know which backend they run on.
  */
 import { Migrator, SqlClient, type SqlError } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { SqliteClient } from "@effect/sql-sqlite-bun"
+import type { PgClient } from "@effect/sql-pg"
 import { Config, type ConfigError, Duration, Effect, Layer, Redacted, Schedule, Schema } from "effect"
 import { migrations } from "./migrations/index.js"
+import * as Sqlite from "./Sqlite.js"
 
 /** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
 export const DatabaseUrl = Config.redacted("DATABASE_URL").pipe(Config.withDefault(Redacted.make("petstore.db")))
@@ -104,7 +104,7 @@ const sqlite = (filename: string) =>
       yield* sql.unsafe("PRAGMA busy_timeout = 5000")
       yield* sql.unsafe("PRAGMA synchronous = FULL")
     })
-  ).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
+  ).pipe(Layer.provideMerge(Sqlite.layer(filename)))
 
 // --------------------------------------------------------------------------------------------------------- PostgreSQL
 
@@ -155,11 +155,15 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
     )
   )
   return MigrationsLive.pipe(
-    Layer.provideMerge(PgClient.layer({
-      url: Redacted.make(withStatementTimeouts(value, timeouts.query)),
-      connectTimeout: timeouts.connect,
-      applicationName: "petstore"
-    })),
+    Layer.provideMerge(Layer.unwrapEffect(
+      // Loaded only when PostgreSQL is used: a SQLite start does not pay for the driver.
+      Effect.map(Effect.promise(() => import("@effect/sql-pg")), ({ PgClient: Pg }): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> =>
+        Pg.layer({
+          url: Redacted.make(withStatementTimeouts(value, timeouts.query)),
+          connectTimeout: timeouts.connect,
+          applicationName: "petstore"
+        }))
+    )),
     Layer.retry(retry),
     Layer.catchAll((error) =>
       Layer.fail(

@@ -3,7 +3,7 @@
  */
 import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Chunk, Context, Effect, Layer, Option } from "effect"
 import { documentedApi, openApiDocument, type Servers } from "./Api.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { errorResponse } from "./Middleware.js"
@@ -39,15 +39,38 @@ export const SystemRoutesLive = (servers: Servers) =>
 
       yield* router.get("/healthz", Effect.succeed(ok))
       yield* router.get("/readyz", readiness)
-      yield* router.get("/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(openApiDocument(servers))))
+      // Generated on first request (not at start-up), then served as is.
+      const document = yield* Effect.cached(Effect.sync(() => HttpServerResponse.unsafeJson(openApiDocument(servers))))
+      yield* router.get("/openapi.json", document)
     })
   )
 
-/** The interactive reference, Scalar, served whole by the executable (no font or script from another host). */
+/**
+ * The interactive reference, Scalar, served whole by the executable (no font or script from another host). The page
+ * (some 3 MB, with the OpenAPI document inside) is built by `HttpApiScalar` on its first request, not at start-up.
+ */
 export const DocsLive = (servers: Servers) =>
-  HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(
-    Layer.provide(Layer.succeed(HttpApi.Api, {
-      api: documentedApi(servers) as unknown as HttpApi.HttpApi<string, HttpApiGroup.HttpApiGroup.AnyWithProps>,
-      context: Context.empty()
-    }))
+  HttpApiBuilder.Router.use((router) =>
+    Effect.gen(function*() {
+      const page = yield* Effect.cached(docsPage(servers))
+      yield* router.get("/docs", Effect.flatten(page))
+    })
   )
+
+/** HttpApiScalar's `/docs` route, built on a router of its own; its handler answers the page. */
+const docsPage = (servers: Servers) =>
+  Effect.scoped(Effect.gen(function*() {
+    const context = yield* Layer.build(
+      HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(
+        Layer.provide(Layer.succeed(HttpApi.Api, {
+          api: documentedApi(servers) as unknown as HttpApi.HttpApi<string, HttpApiGroup.HttpApiGroup.AnyWithProps>,
+          context: Context.empty()
+        })),
+        Layer.provideMerge(HttpApiBuilder.Router.Live)
+      )
+    )
+    const docs = yield* Effect.provide(HttpApiBuilder.Router.router, context)
+    const route = Chunk.findFirst(docs.routes, (route) => route.path === "/docs")
+    if (Option.isNone(route)) return yield* Effect.dieMessage("HttpApiScalar registered no /docs route")
+    return route.value.handler as Effect.Effect<HttpServerResponse.HttpServerResponse>
+  }))

@@ -469,7 +469,7 @@ describeBackends((backend) => {
         )
         const { key } = yield* Context.get(context, ApiKeys).create("failing")
         const handler = Context.get(context, WebHandler)
-        return (path: string) => Effect.promise(() => handler(new Request(`${ORIGIN}${path}`, authorized(Redacted.value(key)))))
+        return (path: string) => Effect.promise(async () => handler(new Request(`${ORIGIN}${path}`, authorized(Redacted.value(key)))))
       })
 
     it.scoped("an unexpected failure is a generic 500 that leaks nothing", () =>

@@ -4,7 +4,8 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, FiberRef, Layer, Option, Redacted } from "effect"
-import { orUnavailable, unauthorized } from "../Domain/Errors.js"
+import type { AuthenticatedKey } from "../Domain/ApiKey.js"
+import { orUnavailable, type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
 import { currentKeyId } from "../Middleware.js"
 import { Authorization } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
@@ -17,30 +18,45 @@ export const bearerToken = (header: string | undefined): Option.Option<Redacted.
   return match === null ? Option.none() : Option.some(Redacted.make(match[1]))
 }
 
+/** The challenge every 401 carries (RFC 6750). */
+export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": "Bearer realm=\"petstore\"" }
+
 const challenge = HttpApp.appendPreResponseHandler((_request, response) =>
-  Effect.succeed(HttpServerResponse.setHeader(response, "www-authenticate", "Bearer realm=\"petstore\""))
+  Effect.succeed(HttpServerResponse.setHeaders(response, CHALLENGE_HEADERS))
 )
 
-const refuse = (message?: string) => Effect.zipRight(challenge, Effect.fail(unauthorized(message)))
+/**
+ * The bearer check itself, given the request's `Authorization` header: the same code whichever path serves the
+ * request (the HttpApi app, or the routes derived from it in `Dispatch.ts`).
+ */
+export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck", {
+  effect: Effect.map(ApiKeys, (keys) => ({
+    check: (header: string | null | undefined): Effect.Effect<AuthenticatedKey, Unauthorized | Unavailable> => {
+      if (header === undefined || header === null) return Effect.fail(unauthorized())
+      const token = bearerToken(header)
+      if (Option.isNone(token)) return Effect.fail(unauthorized("The Authorization header must be 'Bearer <API_KEY>'."))
+      return Effect.flatMap(
+        orUnavailable(keys.authenticate(token.value)),
+        Option.match({
+          onNone: () => Effect.fail(unauthorized("The API key is not valid.")),
+          onSome: Effect.succeed
+        })
+      )
+    }
+  }))
+}) {}
 
 export const AuthorizationLive = Layer.effect(
   Authorization,
   Effect.gen(function*() {
-    const keys = yield* ApiKeys
+    const { check } = yield* BearerCheck
     return Authorization.of({
       // HttpApi hands over the header minus its first 7 characters; the header itself is read to check the scheme.
       bearerAuth: () =>
-        Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const header = request.headers.authorization
-          if (header === undefined) return yield* refuse()
-          const token = bearerToken(header)
-          if (Option.isNone(token)) return yield* refuse("The Authorization header must be 'Bearer <API_KEY>'.")
-          const key = yield* orUnavailable(keys.authenticate(token.value))
-          if (Option.isNone(key)) return yield* refuse("The API key is not valid.")
-          yield* FiberRef.set(currentKeyId, key.value.id)
-          return key.value
-        })
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => check(request.headers.authorization)).pipe(
+          Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
+          Effect.tap((key) => FiberRef.set(currentKeyId, key.id))
+        )
     })
   })
 )

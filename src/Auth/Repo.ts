@@ -1,13 +1,17 @@
 /**
  * Stored API keys: id, name, SHA-256 hash, creation, last use and revocation times (ISO-8601 text, portable SQL).
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
 import { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
+import { SqliteDatabase } from "../Sqlite.js"
+
+const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
 export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const sqlite = yield* Effect.serviceOption(SqliteDatabase)
     const info = sql`id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
 
     const insertOne = SqlSchema.void({
@@ -36,7 +40,7 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
       execute: ({ at, id }) => sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${id}`
     })
 
-    return {
+    const portable = {
       insert: (key: { id: ApiKeyId; name: string; hash: string; createdAt: string }) =>
         insertOne(key).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.insert", { attributes: { id: key.id } })),
       findById: (id: ApiKeyId) =>
@@ -52,5 +56,21 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
       touch: (id: ApiKeyId, at: string) =>
         touchOne({ id, at }).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.touch", { attributes: { id } }))
     } as const
+    if (Option.isNone(sqlite)) return portable
+
+    // SQLite: the two statements of every request are prepared once on the database; the columns are TEXT NOT NULL
+    // (nullable for the times), so a row is an `ApiKeyRecord` as it comes.
+    const db = sqlite.value
+    const selectOne = db.prepare<ApiKeyRecord, [string]>(
+      `SELECT id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt", hash
+       FROM api_keys WHERE id = ?`
+    )
+    const updateLastUsed = db.prepare<unknown, [string, string]>(`UPDATE api_keys SET last_used_at = ? WHERE id = ?`)
+    return {
+      ...portable,
+      findById: (id: ApiKeyId) => Effect.try({ try: () => Option.fromNullable(selectOne.get(id)), catch: statementFailed }),
+      touch: (id: ApiKeyId, at: string) =>
+        Effect.try({ try: () => void updateLastUsed.run(at, id), catch: statementFailed })
+    }
   })
 }) {}

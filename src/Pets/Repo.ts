@@ -1,10 +1,15 @@
 /**
- * The catalogue's storage. Standard SQL only (`INSERT … RETURNING`, keyset pages on the primary key), so the same
- * repository serves SQLite and PostgreSQL; rows are decoded into the same `Pet` the API answers with.
+ * The catalogue's storage. Standard SQL only (`INSERT … RETURNING`, keyset pages on the primary key), the same
+ * statements on both backends. On PostgreSQL they go through `@effect/sql` and rows are decoded into the `Pet` the API
+ * answers with (its BIGINTs arrive as strings). On SQLite they are prepared once on the database itself and run
+ * synchronously; their rows are already `Pet`s (INTEGER ids, NOT NULL columns, a CHECK on status), so they are not
+ * decoded again.
  */
-import { SqlClient, type SqlError, SqlSchema } from "@effect/sql"
+import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
+import type { Database } from "bun:sqlite"
 import { Effect, Option, Schema } from "effect"
 import { CategoryId, NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
+import { SqliteDatabase } from "../Sqlite.js"
 
 /** A BIGINT column as the drivers return it: a number from SQLite, a decimal string from PostgreSQL. */
 const BigIntColumn = Schema.Union(Schema.Number, Schema.NumberFromString)
@@ -28,8 +33,54 @@ export interface Page {
   readonly more: boolean
 }
 
+export interface PetsRepository {
+  /**
+   * Adds a pet; the returned row is committed before this succeeds (an autocommitted statement: SQLite with
+   * synchronous=FULL, PostgreSQL with synchronous_commit on, its default).
+   */
+  readonly create: (pet: NewPet) => Effect.Effect<Pet, SqlError.SqlError>
+  readonly findById: (id: PetId) => Effect.Effect<Option.Option<Pet>, SqlError.SqlError>
+  /** One keyset page in id order; one extra row is read to tell whether another page follows. */
+  readonly list: (options: ListOptions) => Effect.Effect<Page, SqlError.SqlError>
+}
+
+const COLUMNS = `id, name, category_id AS "categoryId", status`
+
+const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
+
+/** SQLite: the same statements, prepared once on the database. */
+const sqliteRepository = (db: Database): PetsRepository => {
+  const insert = db.prepare<Pet, [string, number, string]>(
+    `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
+  )
+  const findOne = db.prepare<Pet, [number]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
+  const page = db.prepare<Pet, [number, number]>(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
+  const pageByStatus = db.prepare<Pet, [string, number, number]>(
+    `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
+  )
+  return {
+    create: (pet) => Effect.try({ try: () => insert.get(pet.name, pet.categoryId, pet.status)!, catch: statementFailed }),
+    findById: (id) => Effect.try({ try: () => Option.fromNullable(findOne.get(id)), catch: statementFailed }),
+    list: (options) =>
+      Effect.try({
+        try: (): Page => {
+          const after = options.after ?? 0
+          const rows = options.status === undefined
+            ? page.all(after, options.limit + 1)
+            : pageByStatus.all(options.status, after, options.limit + 1)
+          const more = rows.length > options.limit
+          if (more) rows.length = options.limit
+          return { pets: rows, more }
+        },
+        catch: statementFailed
+      })
+  }
+}
+
 export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
   effect: Effect.gen(function*() {
+    const sqlite = yield* Effect.serviceOption(SqliteDatabase)
+    if (Option.isSome(sqlite)) return sqliteRepository(sqlite.value)
     const sql = yield* SqlClient.SqlClient
     const columns = sql`id, name, category_id AS "categoryId", status`
 
@@ -56,10 +107,6 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
             ORDER BY id LIMIT ${limit}`
     })
 
-    /**
-     * Adds a pet; the returned row is committed before this succeeds (an autocommitted statement: SQLite with
-     * synchronous=FULL, PostgreSQL with synchronous_commit on, its default).
-     */
     const create = (pet: NewPet) =>
       insert(pet).pipe(
         Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }),
@@ -72,7 +119,6 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         Effect.withSpan("PetsRepo.findById", { attributes: { id } })
       )
 
-    /** One keyset page in id order; one extra row is read to tell whether another page follows. */
     const list = (options: ListOptions) =>
       findPage({ limit: options.limit + 1, status: options.status, after: options.after ?? 0 }).pipe(
         Effect.map((rows): Page => ({ pets: rows.slice(0, options.limit), more: rows.length > options.limit })),
@@ -80,6 +126,6 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         Effect.withSpan("PetsRepo.list", { attributes: { ...options } })
       )
 
-    return { create, findById, list } as const
+    return { create, findById, list } satisfies PetsRepository as PetsRepository
   })
 }) {}

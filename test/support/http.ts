@@ -43,7 +43,7 @@ export const testServerOn = <E>(
   const keys = Context.get(context, ApiKeys)
   const created = yield* keys.create("test")
   const key = Redacted.value(created.key)
-  const fetch: Fetch = (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
+  const fetch: Fetch = async (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
   const client = yield* makeClient(fetch, key)
   return {
     fetch,

@@ -1,0 +1,406 @@
+/**
+ * `npm run bench`: petstore against a raw `Bun.serve` + `bun:sqlite` baseline (bench/raw.ts) doing the same work.
+ *
+ * Builds both executables, seeds each with the same pets directly in SQLite (one transaction), and loads them in
+ * turn — A B A B — with wrk (Debian's `wrk` package; installed with apt-get when missing and allowed), the same
+ * connection count and duration. Loopback only. Prints a table and writes JSON and Markdown under bench/results/.
+ *
+ * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
+ * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1.
+ */
+import { Database } from "bun:sqlite"
+import { spawn, spawnSync } from "bun"
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { cpus, totalmem } from "node:os"
+import { join, resolve } from "node:path"
+
+const ROOT = resolve(import.meta.dir, "..")
+const RESULTS = join(ROOT, "bench", "results")
+const DATA = join(RESULTS, "data")
+const PETSTORE = join(ROOT, "dist", "petstore")
+const RAW = join(RESULTS, "raw-server")
+
+const DURATION = Number(process.env.BENCH_DURATION ?? 3)
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const PETS = Number(process.env.BENCH_PETS ?? 10_000)
+const SCALE = (process.env.BENCH_SCALE ?? "1000,1000000").split(",").filter((s) => s !== "").map(Number)
+const DEADLINE = Date.now() + 9 * 60_000
+
+const log = (...args: Array<unknown>) => console.error("[bench]", ...args)
+
+const run = (cmd: Array<string>, options: { env?: Record<string, string> } = {}) => {
+  const result = spawnSync(cmd, { cwd: ROOT, env: { ...process.env, ...options.env }, stdout: "pipe", stderr: "pipe" })
+  if (result.exitCode !== 0) {
+    throw new Error(`${cmd.join(" ")} failed (${result.exitCode}):\n${result.stdout.toString()}${result.stderr.toString()}`)
+  }
+  return result.stdout.toString()
+}
+
+// ------------------------------------------------------------------------------------------------------- the tools
+
+const ensureWrk = () => {
+  if (spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0) return
+  log("wrk is missing; installing Debian's wrk package")
+  const sudo = process.getuid?.() === 0 ? [] : ["sudo"]
+  run([...sudo, "apt-get", "update"])
+  run([...sudo, "apt-get", "install", "-y", "wrk"])
+}
+
+const build = () => {
+  if (process.env.BENCH_SKIP_BUILD === "1" && existsSync(PETSTORE) && existsSync(RAW)) return
+  log("building dist/petstore and the raw baseline")
+  run(["npm", "run", "build"])
+  // The same build flags as petstore's `npm run build`.
+  run(["bun", "build", "bench/raw.ts", "--compile", "--minify", "--bytecode", "--outfile", RAW])
+}
+
+// ------------------------------------------------------------------------------------------------------- the data
+
+const STATUSES = ["available", "pending", "sold"] as const
+
+/** A database migrated by petstore itself, with one API key and `pets` pets inserted in one transaction. */
+const seed = (name: string, pets: number): { readonly file: string; readonly key: string } => {
+  mkdirSync(DATA, { recursive: true })
+  const file = join(DATA, `${name}.db`)
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true })
+  const out = run([PETSTORE, "keys", "create", "--name", "bench"], { env: { DATABASE_URL: file, LOG_LEVEL: "error" } })
+  const key = out.trim().split("\n").at(-1)!
+  const db = new Database(file)
+  db.run("PRAGMA synchronous = OFF")
+  const insert = db.prepare("INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)")
+  db.transaction(() => {
+    for (let i = 1; i <= pets; i++) insert.run(`pet ${i}`, (i % 50) + 1, STATUSES[i % 3])
+  })()
+  db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+  db.close()
+  return { file, key }
+}
+
+const copyDb = (from: string, to: string) => {
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(to + suffix, { force: true })
+  copyFileSync(from, to)
+  return to
+}
+
+// ---------------------------------------------------------------------------------------------------- the servers
+
+const freePort = () => {
+  const socket = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
+  const port = socket.port
+  socket.stop(true)
+  return port
+}
+
+interface Server {
+  readonly name: string
+  readonly origin: string
+  readonly pid: number
+  readonly startupMs: number
+  readonly stop: () => Promise<void>
+}
+
+const rssMb = (pid: number): number => {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8")
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN)
+  return Math.round(kb / 102.4) / 10
+}
+
+/** Starts a server and waits for its first 200 on an authenticated list. */
+const start = async (
+  name: string,
+  kind: "petstore" | "raw",
+  db: string,
+  key: string,
+  env: Record<string, string> = {}
+): Promise<Server> => {
+  const port = freePort()
+  const origin = `http://127.0.0.1:${port}`
+  const cmd = kind === "petstore" ? [PETSTORE, "serve"] : [RAW]
+  const started = performance.now()
+  const child = spawn(cmd, {
+    cwd: ROOT,
+    env: { ...process.env, HOST: "127.0.0.1", PORT: String(port), DATABASE_URL: db, LOG_LEVEL: "warning", ...env },
+    stdout: "ignore",
+    stderr: "inherit"
+  })
+  const headers = { authorization: `Bearer ${key}` }
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}`)
+    if (performance.now() - started > 20_000) throw new Error(`${name} did not answer within 20 s`)
+    try {
+      const response = await fetch(`${origin}/v1/pets?limit=1`, { headers })
+      await response.arrayBuffer()
+      if (response.status === 200) break
+    } catch {
+      // not listening yet
+    }
+    await Bun.sleep(1)
+  }
+  const startupMs = Math.round((performance.now() - started) * 10) / 10
+  return {
+    name,
+    origin,
+    pid: child.pid,
+    startupMs,
+    stop: async () => {
+      child.kill("SIGTERM")
+      const exited = await Promise.race([child.exited, Bun.sleep(5000).then(() => undefined)])
+      if (exited === undefined) child.kill("SIGKILL")
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------- the load
+
+interface Scenario {
+  readonly name: string
+  readonly path: (pets: number) => string
+  readonly script?: string
+}
+
+const SCENARIOS: ReadonlyArray<Scenario> = [
+  { name: "list 20", path: () => "/v1/pets" },
+  { name: "filtered list, deep cursor", path: (pets) => `/v1/pets?status=pending&after=${Math.floor(pets * 0.9)}` },
+  { name: "get one", path: (pets) => `/v1/pets/${Math.ceil(pets / 2)}` },
+  { name: "create", path: () => "/v1/pets", script: join(ROOT, "bench", "create.lua") }
+]
+
+interface Load {
+  readonly rps: number
+  readonly p50: number
+  readonly p99: number
+  readonly non2xx: number
+}
+
+const millis = (text: string): number => {
+  const match = /^([\d.]+)(us|ms|s|m)$/.exec(text)
+  if (match === null) return NaN
+  const value = Number(match[1])
+  return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : match[2] === "s" ? value * 1000 : value * 60_000
+}
+
+const wrk = (url: string, key: string, script?: string, seconds = DURATION): Load => {
+  const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `Authorization: Bearer ${key}`]
+  if (script !== undefined) args.push("-s", script)
+  const out = run([...args, url])
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN)
+  const p50 = millis(/^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? "")
+  const p99 = millis(/^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? "")
+  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0)
+  if (non2xx > 0) log(`warning: ${non2xx} non-2xx answers from ${url}`)
+  return { rps, p50, p99, non2xx }
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+const summarize = (loads: ReadonlyArray<Load>): Load => ({
+  rps: Math.round(median(loads.map((l) => l.rps))),
+  p50: Math.round(median(loads.map((l) => l.p50)) * 1000) / 1000,
+  p99: Math.round(median(loads.map((l) => l.p99)) * 1000) / 1000,
+  non2xx: loads.reduce((sum, l) => sum + l.non2xx, 0)
+})
+
+const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100
+
+// ------------------------------------------------------------------------------------------------------ the bench
+
+const main = async () => {
+  const began = performance.now()
+  mkdirSync(RESULTS, { recursive: true })
+  ensureWrk()
+  build()
+
+  log(`seeding ${PETS} pets`)
+  const base = seed("bench", PETS)
+  const dbs = {
+    petstore: base.file,
+    raw: copyDb(base.file, join(DATA, "raw.db")),
+    logged: copyDb(base.file, join(DATA, "logged.db")),
+    traced: copyDb(base.file, join(DATA, "traced.db"))
+  }
+  const key = base.key
+
+  // Start-up to the first 200, alternated, three times each; the servers are stopped again.
+  const startups = { petstore: [] as Array<number>, raw: [] as Array<number> }
+  for (let i = 0; i < 3; i++) {
+    for (const kind of ["petstore", "raw"] as const) {
+      const server = await start(kind, kind, dbs[kind], key)
+      startups[kind].push(server.startupMs)
+      await server.stop()
+    }
+  }
+
+  const petstore = await start("petstore", "petstore", dbs.petstore, key)
+  const raw = await start("raw", "raw", dbs.raw, key)
+  const logged = await start("petstore, request log on", "petstore", dbs.logged, key, { LOG_LEVEL: "info" })
+  const traced = await start("petstore, tracing on", "petstore", dbs.traced, key, { TRACING: "on" })
+  const all = [petstore, raw, logged, traced]
+  try {
+    await Bun.sleep(1000)
+    const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
+
+    log("warming up")
+    for (const server of all) for (const scenario of SCENARIOS.slice(0, 3)) {
+      wrk(server.origin + scenario.path(PETS), key, scenario.script, 1)
+    }
+
+    const loads: Record<string, Record<string, Array<Load>>> = {}
+    const add = (scenario: string, server: string, load: Load) => {
+      ;((loads[scenario] ??= {})[server] ??= []).push(load)
+    }
+    for (let round = 1; round <= ROUNDS; round++) {
+      log(`round ${round} of ${ROUNDS}`)
+      for (const scenario of SCENARIOS) {
+        for (const server of [petstore, raw]) {
+          add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
+        }
+      }
+      // The default request log and tracing, on the list.
+      for (const server of [logged, raw, traced]) {
+        add("variants", server.name, wrk(server.origin + SCENARIOS[0].path(PETS), key))
+      }
+    }
+    const afterLoad = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
+
+    const scenarios = SCENARIOS.map((scenario) => {
+      const a = summarize(loads[scenario.name][petstore.name])
+      const b = summarize(loads[scenario.name][raw.name])
+      return {
+        scenario: scenario.name,
+        path: scenario.path(PETS),
+        petstore: a,
+        raw: b,
+        ratio: ratio(a.rps, b.rps),
+        p99Ratio: ratio(a.p99, b.p99)
+      }
+    })
+    const rawList = summarize(loads.variants[raw.name])
+    const variants = [logged, traced].map((server) => {
+      const load = summarize(loads.variants[server.name])
+      return { variant: server.name, scenario: "list 20", load, raw: rawList, ratio: ratio(load.rps, rawList.rps) }
+    })
+
+    for (const server of all) await server.stop()
+
+    // Cost as the data grows: the same lists on small and large catalogues.
+    const growth: Array<Record<string, unknown>> = []
+    for (const size of SCALE) {
+      if (Date.now() > DEADLINE - 60_000) {
+        log("skipping the growth test: out of time")
+        break
+      }
+      log(`growth: seeding ${size} pets`)
+      const data = seed(`scale-${size}`, size)
+      const scaled = {
+        petstore: await start(`petstore ${size}`, "petstore", data.file, data.key),
+        raw: await start(`raw ${size}`, "raw", copyDb(data.file, join(DATA, `scale-${size}-raw.db`)), data.key)
+      }
+      try {
+        for (const scenario of SCENARIOS.slice(0, 2)) {
+          for (const kind of ["petstore", "raw"] as const) {
+            wrk(scaled[kind].origin + scenario.path(size), data.key, undefined, 1)
+            const load = wrk(scaled[kind].origin + scenario.path(size), data.key)
+            growth.push({ size, scenario: scenario.name, server: kind, ...load })
+          }
+        }
+      } finally {
+        await scaled.petstore.stop()
+        await scaled.raw.stop()
+      }
+    }
+    const growthRatios = SCALE.length < 2 ? [] : SCENARIOS.slice(0, 2).flatMap((scenario) =>
+      (["petstore", "raw"] as const).map((server) => {
+        const at = (size: number) =>
+          growth.find((g) => g.size === size && g.scenario === scenario.name && g.server === server) as
+            | (Load & { size: number })
+            | undefined
+        const small = at(SCALE[0])
+        const large = at(SCALE.at(-1)!)
+        return {
+          scenario: scenario.name,
+          server,
+          small: SCALE[0],
+          large: SCALE.at(-1)!,
+          p50Ratio: small && large ? ratio(large.p50, small.p50) : NaN,
+          rpsRatio: small && large ? ratio(small.rps, large.rps) : NaN
+        }
+      })
+    )
+
+    const startup = {
+      petstore: median(startups.petstore),
+      raw: median(startups.raw),
+      ratio: ratio(median(startups.petstore), median(startups.raw))
+    }
+    const memory = {
+      idle: { ...idle, ratio: ratio(idle.petstore, idle.raw) },
+      afterLoad: { ...afterLoad, ratio: ratio(afterLoad.petstore, afterLoad.raw) }
+    }
+    const machine = {
+      cpu: `${cpus()[0]?.model ?? "?"} (${cpus().length} cores)`,
+      memoryGb: Math.round(totalmem() / 2 ** 30),
+      bun: Bun.version,
+      wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds A B A B, medians`
+    }
+    const result = {
+      date: new Date().toISOString(),
+      machine,
+      pets: PETS,
+      scenarios,
+      variants,
+      startup,
+      memory,
+      growth,
+      growthRatios,
+      seconds: Math.round((performance.now() - began) / 1000)
+    }
+    const markdown = table(result)
+    const stamp = result.date.replace(/[:.]/g, "-")
+    writeFileSync(join(RESULTS, `${stamp}.json`), JSON.stringify(result, null, 2))
+    writeFileSync(join(RESULTS, "latest.json"), JSON.stringify(result, null, 2))
+    writeFileSync(join(RESULTS, "latest.md"), markdown)
+    console.log(markdown)
+    console.log(`\nJSON: bench/results/latest.json (${result.seconds} s)`)
+  } finally {
+    for (const server of all) await server.stop().catch(() => {})
+  }
+}
+
+const table = (r: any): string => {
+  const lines = [
+    `| scenario | petstore req/s | raw req/s | ratio | petstore p50 / p99 ms | raw p50 / p99 ms | p99 ratio |`,
+    `|---|---|---|---|---|---|---|`
+  ]
+  for (const s of r.scenarios) {
+    lines.push(
+      `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
+    )
+  }
+  for (const v of r.variants) {
+    lines.push(`| ${v.scenario}, ${v.variant.replace("petstore, ", "")} | ${v.load.rps} | ${v.raw.rps} | ${v.ratio} | ${v.load.p50} / ${v.load.p99} | ${v.raw.p50} / ${v.raw.p99} | ${ratio(v.load.p99, v.raw.p99)} |`)
+  }
+  lines.push(
+    "",
+    `| | petstore | raw | ratio |`,
+    `|---|---|---|---|`,
+    `| start-up to first 200 (ms, median of 3) | ${r.startup.petstore} | ${r.startup.raw} | **${r.startup.ratio}** |`,
+    `| RSS idle (MB) | ${r.memory.idle.petstore} | ${r.memory.idle.raw} | **${r.memory.idle.ratio}** |`,
+    `| RSS after load (MB) | ${r.memory.afterLoad.petstore} | ${r.memory.afterLoad.raw} | ${r.memory.afterLoad.ratio} |`
+  )
+  if (r.growthRatios.length > 0) {
+    lines.push("", `| growth | server | p50 ms at ${r.growthRatios[0].small} | p50 ms at ${r.growthRatios[0].large} | latency ratio |`, `|---|---|---|---|---|`)
+    for (const g of r.growthRatios) {
+      const at = (size: number) => r.growth.find((x: any) => x.size === size && x.scenario === g.scenario && x.server === g.server)
+      lines.push(`| ${g.scenario} | ${g.server} | ${at(g.small)?.p50} | ${at(g.large)?.p50} | **${g.p50Ratio}** |`)
+    }
+  }
+  lines.push("", `${r.machine.cpu}, ${r.machine.memoryGb} GB, Bun ${r.machine.bun}; ${r.machine.wrk}; ${r.pets} pets.`)
+  return lines.join("\n")
+}
+
+await main()

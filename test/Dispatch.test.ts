@@ -1,0 +1,209 @@
+/**
+ * The dispatcher's direct routes against the HttpApi app they are derived from: the same requests, on the same
+ * database, get the same status, body and headers (all but the request id and the date) from both.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, HashMap, Layer, Logger, Option, Redacted } from "effect"
+import { ApiKeys } from "../src/Auth/ApiKeys.js"
+import { RoutesLive, WebHandler, webHandlerFrom } from "../src/Http.js"
+import { Lifecycle } from "../src/Lifecycle.js"
+import { PetsRepo } from "../src/Pets/Repo.js"
+import * as Sql from "../src/Sql.js"
+import { describeBackends } from "./support/backends.js"
+import { ORIGIN, servers } from "./support/http.js"
+
+const handlerOf = (directRoutes: boolean) =>
+  webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), {
+    corsOrigins: Option.none(),
+    directRoutes
+  })
+
+/** Status, body and headers, but the request id, the date and the length (Bun sets it on the wire either way). */
+const answer = async (response: Response) => {
+  const ignored = new Set(["x-request-id", "date", "content-length"])
+  const headers = Object.fromEntries([...response.headers].filter(([name]) => !ignored.has(name)))
+  return { status: response.status, headers, body: await response.text() }
+}
+
+/** Requests of every kind: successes, each way to fail, unknown paths and methods, limits. */
+const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [string, RequestInit?]> => {
+  const auth = { authorization: `Bearer ${key}` }
+  const json = { ...auth, "content-type": "application/json" }
+  const post = (body: string, headers: Record<string, string> = json): RequestInit => ({ method: "POST", headers, body })
+  return [
+    ["/v1/pets", { headers: auth }],
+    ["/v1/pets?limit=2", { headers: auth }],
+    ["/v1/pets?limit=2&status=sold&after=2", { headers: auth }],
+    ["/v1/pets?status=pending", { headers: auth }],
+    ["/v1/pets?limit=0", { headers: auth }],
+    ["/v1/pets?limit=2&limit=3", { headers: auth }],
+    ["/v1/pets?status=lost", { headers: auth }],
+    ["/v1/pets?after=-1", { headers: auth }],
+    ["/v1/pets?unknown=1", { headers: auth }],
+    ["/v1/pets/1", { headers: auth }],
+    ["/v1/pets/999", { headers: auth }],
+    ["/v1/pets/abc", { headers: auth }],
+    ["/v1/pets/01", { headers: auth }],
+    ["/v1/pets/"],
+    ["/v1/pets"],
+    ["/v1/pets/1"],
+    ["/v1/pets", { headers: { authorization: "Basic abc" } }],
+    ["/v1/pets", { headers: { authorization: `bearer ${key}` } }],
+    ["/v1/pets", { headers: { authorization: `Bearer ${revokedKey}` } }],
+    ["/v1/pets/1", { headers: { authorization: "Bearer psk_000000000000_" + "A".repeat(43) } }],
+    ["/v1/pets", { headers: { ...auth, "x-request-id": "client-id-1" } }],
+    ["/v1/pets", post("{\"name\":\"\",\"categoryId\":1}")],
+    ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":0}")],
+    ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1,\"status\":\"lost\"}")],
+    ["/v1/pets", post("{\"name\":\"x\"")],
+    ["/v1/pets", post("[]")],
+    ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1}", { ...auth, "content-type": "text/plain" })],
+    ["/v1/pets", post("{\"name\":\"x\",\"categoryId\":1}", { "content-type": "application/json" })],
+    ["/v1/pets", post("x".repeat(70_000))],
+    ["/v1/pets", { method: "PUT", headers: auth }],
+    ["/v1/pets/1", { method: "DELETE", headers: auth }],
+    ["/v1/pets", { method: "HEAD", headers: auth }],
+    ["/v2/pets", { headers: auth }],
+    ["/healthz"],
+    ["/v1/pets?" + "a".repeat(9000), { headers: auth }],
+    ["/v1/pets/%31", { headers: auth }],
+    ["/v1/pets/1/", { headers: auth }],
+    ["/v1/pets//1", { headers: auth }],
+    ["/V1/pets", { headers: auth }],
+    ["/v1/pets/1?x=1", { headers: auth }],
+    ["/v1/pets", { method: "OPTIONS", headers: auth }],
+    ["/v1/pets/1", { method: "PATCH", headers: auth }]
+  ]
+}
+
+describeBackends((backend) => {
+  describe("direct routes", () => {
+    it.scoped("answer as the HttpApi app does", () =>
+      Effect.gen(function*() {
+        // One database; each app built on its own (a build shares its router between the layers it builds).
+        const database = Layer.succeedContext(yield* Layer.build(Sql.layer(yield* backend.freshDatabase)))
+        const build = (directRoutes: boolean) =>
+          Effect.map(
+            Layer.build(handlerOf(directRoutes).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))),
+            (context) => Context.get(context, WebHandler)
+          )
+        const direct = yield* build(true)
+        const fallback = yield* build(false)
+        const keys = Context.get(yield* Layer.build(ApiKeys.Default.pipe(Layer.provide(database))), ApiKeys)
+        const key = Redacted.value((yield* keys.create("dispatch")).key)
+        const revoked = yield* keys.create("revoked")
+        yield* keys.revoke(revoked.id)
+        const auth = { authorization: `Bearer ${key}` }
+        const json = { ...auth, "content-type": "application/json" }
+        const post = (body: string, headers: Record<string, string> = json): RequestInit => ({ method: "POST", headers, body })
+
+        // On SQLite the direct routes show themselves: they answer at once, where the HttpApi app gives a promise.
+        if (backend.name === "SQLite") {
+          expect(direct(new Request(`${ORIGIN}/v1/pets`, { headers: auth }))).toBeInstanceOf(Response)
+          expect(direct(new Request(`${ORIGIN}/v1/pets/1`, { headers: auth }))).toBeInstanceOf(Response)
+          expect(fallback(new Request(`${ORIGIN}/v1/pets`, { headers: auth }))).toBeInstanceOf(Promise)
+        }
+
+        // Creation first, through each path in turn: the ids differ, the rest must not.
+        for (let i = 1; i <= 6; i++) {
+          const body = JSON.stringify({ name: `  pet ${i} `, categoryId: i, ...(i % 2 === 0 ? { status: "sold" } : {}) })
+          const a = yield* Effect.promise(async () => answer(await direct(new Request(`${ORIGIN}/v1/pets`, post(body)))))
+          const b = yield* Effect.promise(async () => answer(await fallback(new Request(`${ORIGIN}/v1/pets`, post(body)))))
+          expect(a.status).toBe(201)
+          const [pa, pb] = [JSON.parse(a.body), JSON.parse(b.body)]
+          expect(pb.id).toBe(pa.id + 1)
+          expect({ ...pa, id: 0 }).toEqual({ ...pb, id: 0 })
+          expect(a.headers.location).toBe(`/v1/pets/${pa.id}`)
+          expect({ ...a.headers, location: "" }).toEqual({ ...b.headers, location: "" })
+        }
+
+        const cases = casesFor(key, Redacted.value(revoked.key))
+        for (const [path, init] of cases) {
+          const a = yield* Effect.promise(async () => answer(await direct(new Request(`${ORIGIN}${path}`, init))))
+          const b = yield* Effect.promise(async () => answer(await fallback(new Request(`${ORIGIN}${path}`, init))))
+          expect({ path: path.slice(0, 80), ...a }).toEqual({ path: path.slice(0, 80), ...b })
+        }
+      }))
+  })
+})
+
+describe("direct routes, logs", () => {
+  it.scoped("every line a request logs carries its request id, an unexpected failure's included", () =>
+    Effect.gen(function*() {
+      const lines: Array<{ message: unknown; requestId: unknown }> = []
+      const capture = Logger.make(({ annotations, message }) => {
+        lines.push({
+          message: Array.isArray(message) ? message[0] : message,
+          requestId: Option.getOrUndefined(HashMap.get(annotations, "requestId"))
+        })
+      })
+      const failingRepo = Layer.succeed(PetsRepo, PetsRepo.make({
+        create: () => Effect.die(new Error("boom")),
+        findById: () => Effect.die(new Error("boom")),
+        list: () => Effect.die(new Error("boom"))
+      }))
+      const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
+      const context = yield* Layer.build(
+        Layer.mergeAll(
+          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([failingRepo, ApiKeys.Default])), {
+            corsOrigins: Option.none()
+          }),
+          ApiKeys.Default
+        ).pipe(
+          Layer.provide([Lifecycle.Default, Logger.replace(Logger.defaultLogger, capture)]),
+          Layer.provide(database)
+        )
+      )
+      const key = Redacted.value((yield* Context.get(context, ApiKeys).create("logs")).key)
+      const handler = Context.get(context, WebHandler)
+      const response = yield* Effect.promise(async () =>
+        handler(new Request(`${ORIGIN}/v1/pets/1`, { headers: { authorization: `Bearer ${key}`, "x-request-id": "req-42" } }))
+      )
+      expect(response.status).toBe(500)
+      expect(lines.filter((line) => line.requestId === "req-42").map((line) => line.message)).toEqual([
+        "unexpected failure",
+        "request"
+      ])
+      expect(lines.filter((line) => line.message === "unexpected failure" || line.message === "request").every((line) =>
+        line.requestId === "req-42"
+      )).toBe(true)
+    }))
+})
+
+describe("direct routes, Bun's routing", () => {
+  it.scoped("Bun.serve with the dispatcher's routes answers as the dispatcher does in-process", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(
+        Layer.mergeAll(handlerOf(true), ApiKeys.Default).pipe(
+          Layer.provide(Lifecycle.Default),
+          Layer.provide(Sql.SqlTest)
+        )
+      )
+      const keys = Context.get(context, ApiKeys)
+      const key = Redacted.value((yield* keys.create("routing")).key)
+      const revoked = yield* keys.create("revoked")
+      yield* keys.revoke(revoked.id)
+      const dispatcher = Context.get(context, WebHandler)
+      expect(Object.keys(dispatcher.routes).sort()).toEqual(["/v1/pets", "/v1/pets/:petId"])
+      // What production runs (src/Http.ts), on a loopback port of its own.
+      const server = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          Bun.serve({
+            hostname: "127.0.0.1",
+            port: 0,
+            routes: dispatcher.routes,
+            fetch: dispatcher,
+            maxRequestBodySize: Number.MAX_SAFE_INTEGER
+          })
+        ),
+        (server) => Effect.promise(() => server.stop(true))
+      )
+      const origin = server.url.href.replace(/\/$/, "")
+      for (const [path, init] of casesFor(key, Redacted.value(revoked.key))) {
+        const viaBun = yield* Effect.promise(async () => answer(await fetch(`${origin}${path}`, init)))
+        const inProcess = yield* Effect.promise(async () => answer(await dispatcher(new Request(`${ORIGIN}${path}`, init))))
+        if (init?.method === "HEAD") inProcess.body = ""
+        expect({ path: path.slice(0, 80), ...viaBun }).toEqual({ path: path.slice(0, 80), ...inProcess })
+      }
+    }))
+})
