@@ -31,10 +31,9 @@ import {
   Schema
 } from "effect"
 import type * as AST from "effect/SchemaAST"
-import { randomUUID } from "node:crypto"
 import type { RequestLogWriter } from "./Logging.js"
 import { isJsonMediaType, readJsonBody } from "./JsonBody.js"
-import { MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_URL_LENGTH, pathOf, REQUEST_ID } from "./Middleware.js"
+import { headOverLimit, MAX_BODY_BYTES, pathOf, PROTECTIVE_HEADERS, requestIdOf } from "./Middleware.js"
 
 /** What a shared handler answers: the success value, and the headers the contract gives that answer. */
 export interface Answer<A> {
@@ -139,15 +138,8 @@ const queryOf = (url: string): Record<string, string | Array<string>> => {
   return out
 }
 
-/** The request and head limits of the server middleware: past them, the fallback answers. */
-const oversized = (request: Request): boolean => {
-  if (request.url.length > MAX_URL_LENGTH) return true
-  let size = 0
-  request.headers.forEach((value, name) => {
-    size += name.length + value.length + 4
-  })
-  return size > MAX_HEADER_BYTES
-}
+/** Past the request and head limits of the server middleware, the fallback answers. */
+const oversized = (request: Request): boolean => headOverLimit(request.url, request.headers) !== undefined
 
 type Answering = (request: Request) => Response | Promise<Response>
 
@@ -314,14 +306,12 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
           decoded.payload = result.right
         }
 
-        const sent = request.headers.get("x-request-id")
-        const requestId = sent !== null && REQUEST_ID.test(sent) ? sent : randomUUID()
+        const requestId = requestIdOf(request.headers.get("x-request-id"))
         const headers: Record<string, string> = {
           "content-type": "application/json",
           ...middlewareHeaders,
           "x-request-id": requestId,
-          "x-content-type-options": "nosniff",
-          "cache-control": "no-store"
+          ...PROTECTIVE_HEADERS
         }
         let keyId: string | undefined
 

@@ -35,7 +35,14 @@ export const MAX_BODY_BYTES = 64 * 1024
  */
 export const MAX_URL_LENGTH = 8 * 1024
 const MAX_MESSAGE_LENGTH = 300
-export const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
+
+/** The request's id: the client's own when it is 1 to 128 visible characters, otherwise a new one. */
+export const requestIdOf = (sent: string | null | undefined): string =>
+  sent !== null && sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID()
+
+/** What every response carries besides its request id. */
+export const PROTECTIVE_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" } as const
 
 export const errorResponse = (status: number, code: ErrorCode, message: string, headers?: Record<string, string>) =>
   HttpServerResponse.unsafeJson(errorBody(status, code, message), { status, ...(headers ? { headers } : {}) })
@@ -236,15 +243,23 @@ export interface ServerMiddlewareOptions {
 /** The headers' limit, below Bun's own (16 KiB with the request line, answered with a bare 431): an Error body. */
 export const MAX_HEADER_BYTES = 8 * 1024
 
-const refuseOversized = (request: HttpServerRequest.HttpServerRequest) => {
-  if (request.url.length > MAX_URL_LENGTH) {
-    return errorResponse(414, "uri_too_long", `The request target is over ${MAX_URL_LENGTH} characters.`)
-  }
+/** Which limit a request's head passes, if any: 414 for its target, 431 for its headers. */
+export const headOverLimit = (url: string, headers: Iterable<readonly [string, string]>): 414 | 431 | undefined => {
+  if (url.length > MAX_URL_LENGTH) return 414
   let size = 0
-  for (const name in request.headers) size += name.length + request.headers[name].length + 4
-  return size > MAX_HEADER_BYTES
-    ? errorResponse(431, "header_too_large", `The request headers are over ${MAX_HEADER_BYTES} bytes.`)
-    : undefined
+  for (const [name, value] of headers) size += name.length + value.length + 4
+  return size > MAX_HEADER_BYTES ? 431 : undefined
+}
+
+const refuseOversized = (request: HttpServerRequest.HttpServerRequest) => {
+  switch (headOverLimit(request.url, Object.entries(request.headers))) {
+    case 414:
+      return errorResponse(414, "uri_too_long", `The request target is over ${MAX_URL_LENGTH} characters.`)
+    case 431:
+      return errorResponse(431, "header_too_large", `The request headers are over ${MAX_HEADER_BYTES} bytes.`)
+    default:
+      return undefined
+  }
 }
 
 const EXPOSED_HEADERS = ["link", "location", "x-request-id", "deprecation", "sunset", "www-authenticate", "allow"]
@@ -266,14 +281,9 @@ export const makeServerMiddleware = (options: ServerMiddlewareOptions) => {
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const started = performance.now()
-      const sent = request.headers["x-request-id"]
-      const requestId = sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID()
+      const requestId = requestIdOf(request.headers["x-request-id"])
       yield* HttpApp.appendPreResponseHandler((_request, response) =>
-        Effect.succeed(HttpServerResponse.setHeaders(response, {
-          "x-request-id": requestId,
-          "x-content-type-options": "nosniff",
-          "cache-control": "no-store"
-        }))
+        Effect.succeed(HttpServerResponse.setHeaders(response, { "x-request-id": requestId, ...PROTECTIVE_HEADERS }))
       )
       const refusal = refuseOversized(request)
       return yield* (refusal === undefined ? cors(app) : Effect.succeed(refusal)).pipe(
