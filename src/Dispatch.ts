@@ -264,7 +264,7 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
         return request.arrayBuffer().then((bytes) => {
           const read = readJsonBody(new Uint8Array(bytes))
           return "text" in read
-            ? answer(request, params, started, read.text)
+            ? answer(request, params, started, read)
             : fallback(new Request(request.url, { method: request.method, headers: request.headers, body: bytes }))
         })
       }
@@ -273,13 +273,13 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
         request: Request,
         params: Record<string, string>,
         started: number,
-        text: string | undefined
+        body: { readonly text: string; readonly json: unknown } | undefined
       ): Response | Promise<Response> => {
         const retry = () =>
-          fallback(text === undefined ? request : new Request(request.url, {
+          fallback(body === undefined ? request : new Request(request.url, {
             method: request.method,
             headers: request.headers,
-            body: text
+            body: body.text
           }))
 
         const decoded: Decoded = {}
@@ -294,14 +294,9 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
           decoded.urlParams = result.right
         }
         if (decodePayload._tag === "Some") {
-          if (text === undefined) return retry()
-          let json: unknown
-          try {
-            json = JSON.parse(text)
-          } catch {
-            return retry()
-          }
-          const result = decodePayload.value(json)
+          // Parsed once, by `readJsonBody`, with the checks the middleware makes.
+          if (body === undefined) return retry()
+          const result = decodePayload.value(body.json)
           if (Either.isLeft(result)) return retry()
           decoded.payload = result.right
         }

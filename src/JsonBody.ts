@@ -68,21 +68,24 @@ export const isJsonMediaType = (contentType: string | undefined) => {
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
 /**
- * A body's bytes as the JSON text the API may decode, or why it is refused (`invalid_json`): not UTF-8, not JSON, or
+ * A body's bytes as the JSON text (and its value) the API may decode, or why it is refused (`invalid_json`): not UTF-8, not JSON, or
  * JSON that `jsonProblem` refuses. The same rules whichever path serves the request.
  */
-export const readJsonBody = (bytes: Uint8Array): { readonly text: string } | { readonly problem: string } => {
+export const readJsonBody = (
+  bytes: Uint8Array
+): { readonly text: string; readonly json: unknown } | { readonly problem: string } => {
   let text: string
   try {
     text = utf8.decode(bytes)
   } catch {
     return { problem: "The request body is not UTF-8 text (JSON is UTF-8)." }
   }
+  let json: unknown
   try {
-    JSON.parse(text)
+    json = JSON.parse(text)
   } catch {
     return { problem: "The request body is not valid JSON." }
   }
   const problem = jsonProblem(text)
-  return problem === undefined ? { text } : { problem: `The request body is refused: ${problem}.` }
+  return problem === undefined ? { text, json } : { problem: `The request body is refused: ${problem}.` }
 }
