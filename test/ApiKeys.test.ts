@@ -4,8 +4,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, TestClock } from "effect"
-import { ApiKeys, generateKey, hashKey, keyIdOf, matchesHash } from "../src/Auth/ApiKeys.js"
+import { Duration, Effect, Layer, Option, Redacted, TestClock } from "effect"
+import { ApiKeys, generateKey, hashKey, keyIdOf, matchesHash, RECHECK_AFTER } from "../src/Auth/ApiKeys.js"
 import * as Sql from "../src/Sql.js"
 import { describeBackends } from "./support/backends.js"
 import { API_KEY_FORMAT } from "./support/keys.js"
@@ -212,20 +212,31 @@ describe("ApiKeys", () => {
     }).pipe(withKeys))
 })
 
-// On each backend, as several processes share the keys: no process keeps them in memory.
+// On each backend, as several processes share the keys: a process takes a key that passed at its word for
+// RECHECK_AFTER at most (the contract allows one second), then asks the database again.
 describeBackends((backend) => {
   /** A process of its own on the database: its own connections, its own key service. */
   const processOn = (url: Redacted.Redacted<string>) =>
     Effect.flatMap(Layer.build(ApiKeys.Default.pipe(Layer.provide(Sql.layer(url)))), (context) =>
       Effect.provide(ApiKeys, context))
 
-  it.scoped("a key issued by one process is accepted by another; a revocation by one is refused by the other at once", () =>
+  it.scoped("a key issued by one process is accepted by another; a revocation by one is refused by the other within RECHECK_AFTER", () =>
     Effect.gen(function*() {
+      expect(Duration.lessThan(RECHECK_AFTER, Duration.seconds(1))).toBe(true)
       const url = yield* backend.freshDatabase
       const [cli, replica] = [yield* processOn(url), yield* processOn(url)]
       const issued = yield* cli.create("shared")
-      expect(yield* replica.authenticate(issued.key)).toEqual(Option.some({ id: issued.id, name: "shared" }))
+      for (const process of [cli, replica]) {
+        expect(yield* process.authenticate(issued.key)).toEqual(Option.some({ id: issued.id, name: "shared" }))
+      }
       expect(yield* cli.revoke(issued.id)).toBe(true)
+      // The revoking process refuses the key at once; the other one once its last check is RECHECK_AFTER old.
+      expect(yield* cli.authenticate(issued.key)).toEqual(Option.none())
+      yield* TestClock.adjust(Duration.subtract(RECHECK_AFTER, Duration.millis(1)))
+      expect(yield* replica.authenticate(issued.key)).toEqual(Option.some({ id: issued.id, name: "shared" }))
+      yield* TestClock.adjust(Duration.millis(1))
+      expect(yield* replica.authenticate(issued.key)).toEqual(Option.none())
+      yield* TestClock.adjust(RECHECK_AFTER)
       expect(yield* replica.authenticate(issued.key)).toEqual(Option.none())
       const listed = yield* replica.list
       expect(listed).toHaveLength(1)

@@ -1,9 +1,11 @@
 /**
- * Issuing, listing, revoking and checking API keys. A key is checked against the database on every request, so a
- * revocation made by any process holds at once; the stored hash is compared in constant time.
+ * Issuing, listing, revoking and checking API keys. A key is checked against the database, its stored hash compared in
+ * constant time; a key that passed is taken at its word for `RECHECK_AFTER` before the database is asked again, so a
+ * revocation made by another process holds within that time (the contract's bound is one second), one made by this
+ * process at once.
  */
 import type { SqlError } from "@effect/sql"
-import { Clock, Effect, Option, Redacted } from "effect"
+import { Clock, Duration, Effect, Option, Redacted } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { type ApiKeyId, type ApiKeyInfo, type AuthenticatedKey, KEY_PREFIX } from "../Domain/ApiKey.js"
 import { ApiKeysRepo } from "./Repo.js"
@@ -36,9 +38,30 @@ const TOUCH_INTERVAL_MS = 60_000
 
 const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
+/** How long a key that passed the check is taken at its word before the database is asked again. */
+export const RECHECK_AFTER = Duration.millis(500)
+const RECHECK_AFTER_MS = Duration.toMillis(RECHECK_AFTER)
+
+/** At most this many keys are remembered at once (refusals never are). */
+const MAX_REMEMBERED = 1024
+
 export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
   effect: Effect.gen(function*() {
     const repo = yield* ApiKeysRepo
+    const clock = yield* Effect.clock
+
+    /** Keys that passed the check, by the key's text, with the time of that check. */
+    const passed = new Map<string, { readonly key: Option.Option<AuthenticatedKey>; readonly at: number }>()
+    const remember = (text: string, key: Option.Option<AuthenticatedKey>, at: number) => {
+      if (passed.size >= MAX_REMEMBERED) {
+        for (const [text, entry] of passed) if (at - entry.at >= RECHECK_AFTER_MS) passed.delete(text)
+        if (passed.size >= MAX_REMEMBERED) passed.clear()
+      }
+      passed.set(text, { key, at })
+    }
+    const forget = (id: ApiKeyId) => {
+      for (const [text, entry] of passed) if (Option.isSome(entry.key) && entry.key.value.id === id) passed.delete(text)
+    }
 
     const create = (name: string) =>
       Effect.gen(function*() {
@@ -49,7 +72,11 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
 
     const list: Effect.Effect<ReadonlyArray<ApiKeyInfo>, SqlError.SqlError> = repo.list
 
-    const revoke = (id: ApiKeyId) => Effect.flatMap(now, (at) => repo.revoke(id, at)).pipe(Effect.withSpan("ApiKeys.revoke"))
+    const revoke = (id: ApiKeyId) =>
+      Effect.flatMap(now, (at) => repo.revoke(id, at)).pipe(
+        Effect.tap(() => forget(id)),
+        Effect.withSpan("ApiKeys.revoke")
+      )
 
     /**
      * The key a bearer token stands for, if it is a known, unrevoked key. Runs on every request: a plain chain of
@@ -57,6 +84,9 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
      */
     const authenticate = (token: Redacted.Redacted<string>): Effect.Effect<Option.Option<AuthenticatedKey>, SqlError.SqlError> => {
       const key = Redacted.value(token)
+      const at = clock.unsafeCurrentTimeMillis()
+      const known = passed.get(key)
+      if (known !== undefined && at - known.at < RECHECK_AFTER_MS && at >= known.at) return Effect.succeed(known.key)
       const id = keyIdOf(key)
       if (Option.isNone(id)) return Effect.succeedNone
       return Effect.flatMap(repo.findById(id.value), (found) => {
@@ -64,13 +94,11 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         const record = found.value
         if (!matchesHash(key, record.hash) || record.revokedAt !== null) return Effect.succeedNone
         const authenticated = Option.some<AuthenticatedKey>({ id: record.id, name: record.name })
-        return Effect.clockWith((clock) => {
-          const at = clock.unsafeCurrentTimeMillis()
-          if (record.lastUsedAt !== null && at - Date.parse(record.lastUsedAt) < TOUCH_INTERVAL_MS) {
-            return Effect.succeed(authenticated)
-          }
-          return Effect.as(repo.touch(record.id, new Date(at).toISOString()), authenticated)
-        })
+        remember(key, authenticated, at)
+        if (record.lastUsedAt !== null && at - Date.parse(record.lastUsedAt) < TOUCH_INTERVAL_MS) {
+          return Effect.succeed(authenticated)
+        }
+        return Effect.as(repo.touch(record.id, new Date(at).toISOString()), authenticated)
       })
     }
 
