@@ -1,19 +1,17 @@
 /**
  * The command line: `serve` (the default), `keys create|list|revoke`, `openapi`. Flags override the environment.
  */
-import { Args, Command, Options } from "@effect/cli"
+import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
+import { BunContext } from "@effect/platform-bun"
 import { Console, Effect, Layer, Redacted, Schema } from "effect"
-import pkg from "../package.json" with { type: "json" }
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
-import { CorsOrigins, Host, Port, ServersConfig, ShutdownTimeout, TracingEnabled } from "./Config.js"
+import { Host, Port, ServersConfig } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
-import { HttpLive } from "./Http.js"
 import { LoggingLive } from "./Logging.js"
+import { serve as serveHandler, VERSION } from "./Serve.js"
 import * as Sql from "./Sql.js"
-
-export const VERSION: string = pkg.version
 
 const database = Options.redacted("database").pipe(
   Options.withDescription("SQLite file path, ':memory:', or a postgres:// URL (DATABASE_URL)"),
@@ -29,23 +27,6 @@ const port = Options.integer("port").pipe(
 )
 
 const serveOptions = { host, port, database }
-
-const serveHandler = (
-  options: { readonly host: string; readonly port: number; readonly database: Redacted.Redacted<string> }
-) =>
-  Effect.gen(function*() {
-    const tracing = yield* TracingEnabled
-    return yield* Layer.launch(
-      HttpLive({
-        host: options.host,
-        port: options.port,
-        servers: yield* ServersConfig,
-        corsOrigins: yield* CorsOrigins,
-        shutdownTimeout: yield* ShutdownTimeout,
-        describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
-      }).pipe(Layer.provide(Sql.layer(options.database)))
-    ).pipe(Effect.withTracerEnabled(tracing))
-  }).pipe(Effect.provide(LoggingLive("stdout")))
 
 const serve = Command.make("serve", serveOptions, serveHandler).pipe(
   Command.withDescription("Run the HTTP service (the default command).")
@@ -123,4 +104,10 @@ export const cli = Command.make("petstore", serveOptions, serveHandler).pipe(
 )
 
 export const run = Command.run(cli, { name: "petstore", version: VERSION })
+
+/** The whole command line, given `process.argv`, with the platform services the parser needs. */
+export const main = (argv: ReadonlyArray<string>) => run(argv).pipe(Effect.provide(BunContext.layer))
+
+/** Failures the command line has already shown to the user (usage errors). */
+export const reportsItself = (error: unknown): boolean => ValidationError.isValidationError(error)
 

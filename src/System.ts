@@ -1,7 +1,7 @@
 /**
  * The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page.
  */
-import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar, HttpServerResponse } from "@effect/platform"
+import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Chunk, Context, Effect, Layer, Option } from "effect"
 import { documentedApi, openApiDocument, type Servers } from "./Api.js"
@@ -47,7 +47,8 @@ export const SystemRoutesLive = (servers: Servers) =>
 
 /**
  * The interactive reference, Scalar, served whole by the executable (no font or script from another host). The page
- * (some 3 MB, with the OpenAPI document inside) is built by `HttpApiScalar` on its first request, not at start-up.
+ * (some 3 MB, with the OpenAPI document inside) is built by `HttpApiScalar` on its first request, not at start-up; the
+ * module itself, Scalar's script inside, is loaded then too (a chunk of its own in the executable).
  */
 export const DocsLive = (servers: Servers) =>
   HttpApiBuilder.Router.use((router) =>
@@ -60,6 +61,7 @@ export const DocsLive = (servers: Servers) =>
 /** HttpApiScalar's `/docs` route, built on a router of its own; its handler answers the page. */
 const docsPage = (servers: Servers) =>
   Effect.scoped(Effect.gen(function*() {
+    const HttpApiScalar = yield* Effect.promise(() => import("@effect/platform/HttpApiScalar"))
     const context = yield* Layer.build(
       HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(
         Layer.provide(Layer.succeed(HttpApi.Api, {

@@ -4,7 +4,8 @@
  */
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
+import { type AddressInfo, createServer } from "node:net"
 import { fileURLToPath } from "node:url"
 import { tempDatabaseFile } from "./support/files.js"
 import { API_KEY_FORMAT } from "./support/keys.js"
@@ -40,6 +41,15 @@ const makePetstore = Effect.map(
 )
 
 type Petstore = Effect.Effect.Success<typeof makePetstore>
+
+/** A port nothing listens on now. */
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
 
 const lastLine = (text: string) => text.trimEnd().split("\n").at(-1) ?? ""
 
@@ -134,8 +144,44 @@ describe("petstore command line", { timeout: 120_000 }, () => {
       expect(version.stdout.trim()).toBe("1.0.0")
     }))
 
+  // `petstore` and `petstore serve` start without the command-line parser (main.ts); with flags, through it.
+  for (const flags of [undefined, [], ["--host", "127.0.0.1", "--port"]]) {
+    const command = flags === undefined ? [] : ["serve", ...flags]
+    it.scoped(`${["petstore", ...command, ...(flags?.length ? ["N"] : [])].join(" ")} serves on the configured address and stops on SIGTERM`, () =>
+      Effect.gen(function*() {
+        const database = yield* tempDatabaseFile
+        const port = yield* Effect.promise(freePort)
+        // With flags, the flags name the address and the environment a wrong one.
+        const args = flags?.length ? [...command, String(port)] : command
+        const env = flags?.length ? { HOST: "192.0.2.1", PORT: "1" } : { HOST: "127.0.0.1", PORT: String(port) }
+        const child = spawn(process.execPath, ["src/main.ts", ...args], {
+          cwd: root,
+          env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: database, LOG_FORMAT: "json", ...env },
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+        const address = yield* Effect.promise(() =>
+          new Promise<string>((resolve, reject) => {
+            let output = ""
+            child.stdout.on("data", (chunk) => {
+              output += chunk
+              const line = output.split("\n").find((line) => line.includes("petstore is listening"))
+              if (line !== undefined) resolve(JSON.parse(line).annotations.address)
+            })
+            void exited.then((code) => reject(new Error(`exited with ${code} before listening: ${output}`)))
+          })
+        )
+        expect(address).toBe(`http://127.0.0.1:${port}`)
+        const health = yield* Effect.promise(() => fetch(`${address}/healthz`))
+        expect(health.status).toBe(200)
+        child.kill("SIGTERM")
+        expect(yield* Effect.promise(() => exited)).toBe(0)
+      }))
+  }
+
   for (
     const { command, value, variable } of [
+      { command: [], variable: "PORT", value: "abc" },
       { command: ["serve"], variable: "PORT", value: "abc" },
       // An ephemeral port, should the server start despite the bad level (then the run times out and the test fails).
       { command: ["serve", "--port", "0"], variable: "LOG_LEVEL", value: "loud" },
@@ -147,7 +193,7 @@ describe("petstore command line", { timeout: 120_000 }, () => {
       { command: ["serve", "--port", "0"], variable: "CORS_ORIGINS", value: "https://app.example.test/path" }
     ]
   ) {
-    it.scoped(`${command.join(" ")} with ${variable}=${value} stops, naming the variable`, () =>
+    it.scoped(`${["petstore", ...command].join(" ")} with ${variable}=${value} stops, naming the variable`, () =>
       Effect.gen(function*() {
         const petstore = yield* makePetstore
         const result = yield* petstore(command, { [variable]: value })
