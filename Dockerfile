@@ -11,6 +11,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json bunfig.toml ./
 COPY src ./src
+COPY scripts/petstore.order ./scripts/
 RUN npm run build && ./dist/petstore --version
 
 # The compiled Bun executable needs glibc: Debian slim, nothing else.

@@ -148,6 +148,8 @@ export const ListenerLive = (options: ListenOptions) =>
           yield* Effect.logInfo("stopped")
         })
     )
+    // The executable starts with the JIT reluctant (`--compile-jit-policy`: start-up code runs once); serving is not.
+    Bun.unsafe.setJITPolicy(1)
     yield* Effect.logInfo("petstore is listening").pipe(
       Effect.annotateLogs({ ...options.describe, address: server.url.href.replace(/\/$/, "") })
     )
