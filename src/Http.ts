@@ -3,7 +3,7 @@
  * middleware, the repositories, and Bun's listener with its graceful drain.
  */
 import { type HttpApi, HttpApiBuilder, HttpApp, type HttpRouter, HttpServer } from "@effect/platform"
-import { Context, Duration, Effect, Layer, Option, type Runtime } from "effect"
+import { Context, Duration, Effect, Layer, Option, Runtime, RuntimeFlags } from "effect"
 import { type Servers, ServedApi } from "./Api.js"
 import { Authorization } from "./Auth/Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
@@ -76,7 +76,11 @@ export const webHandlerFrom = <E, R>(
     WebHandler,
     Effect.gen(function*() {
       const app = yield* HttpApiBuilder.httpApp
-      const runtime = yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>()
+      // Effect's own fiber metrics (started, active, lifetimes) are exported nowhere here; counting them costs every request.
+      const runtime = Runtime.disableRuntimeFlag(
+        yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>(),
+        RuntimeFlags.RuntimeMetrics
+      )
       const fallback = HttpApp.toWebHandlerRuntime(runtime)(makeServerMiddleware(options)(app))
       // With CORS on, every answer goes through the HttpApp's CORS middleware.
       if (Option.isSome(options.corsOrigins) || options.directRoutes === false) return withoutRoutes(fallback)
