@@ -163,13 +163,16 @@ export const withoutRoutes = (answer: Answering): Dispatcher => Object.assign((r
 export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
   const { fallback, implementations, requestLog } = options
   /**
-   * The request id of each request fiber, by fiber id, added to the annotations of every line it logs: every logger of
-   * the runtime is wrapped once here, instead of setting a log annotation in each request's fiber (which copies the
-   * fiber's references, on every request, for lines that are rarely written).
+   * Every line a request's fiber logs carries the request's id: every logger of the runtime is wrapped once here,
+   * instead of setting a log annotation in each request's fiber (which copies the fiber's references, on every request,
+   * for lines that are rarely written). While the fiber runs synchronously, inside `runWith`, the id is
+   * `runningRequestId`; a fiber that is still running afterwards (it waits for something) is entered in `requestIds`.
    */
+  let runningRequestId: string | undefined
   const requestIds = new Map<number, string>()
   const addRequestId = (options: Logger.Logger.Options<unknown>): Logger.Logger.Options<unknown> => {
-    const requestId = options.fiberId._tag === "Runtime" ? requestIds.get(options.fiberId.id) : undefined
+    const requestId = runningRequestId ??
+      (options.fiberId._tag === "Runtime" ? requestIds.get(options.fiberId.id) : undefined)
     return requestId === undefined
       ? options
       : { ...options, annotations: HashMap.set(options.annotations, "requestId", requestId) }
@@ -184,6 +187,20 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
       )
     }))
   const runFork = Runtime.runFork(runtime)
+  /** Starts a fiber for the request with this id; see `addRequestId`. */
+  const runWith = <A, E>(requestId: string, effect: Effect.Effect<A, E>) => {
+    runningRequestId = requestId
+    try {
+      const fiber = runFork(effect)
+      if (fiber.unsafePoll() === null) {
+        requestIds.set(fiber.id().id, requestId)
+        fiber.addObserver(() => requestIds.delete(fiber.id().id))
+      }
+      return fiber
+    } finally {
+      runningRequestId = undefined
+    }
+  }
   const logRequests = LogLevel.greaterThanEqual(
     LogLevel.Info,
     FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMinimumLogLevel)
@@ -317,14 +334,6 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
             return handler(decoded)
           })
 
-        // Every log line of the request's fiber carries the request id (see `requestIds`).
-        const withRequestId = {
-          updateRefs: (refs: FiberRefs.FiberRefs, fiberId: FiberId.Runtime) => {
-            requestIds.set(fiberId.id, requestId)
-            return refs
-          }
-        }
-
         const respond = (exit: Exit.Exit<Answer<unknown>, unknown>): Response => {
           if (Exit.isSuccess(exit)) {
             const body = encodeSuccess(exit.value.value)
@@ -343,14 +352,12 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
             }
           }
           if (Cause.isInterruptedOnly(exit.cause)) return new Response(INTERRUPTED, { status: 503, headers })
-          const logging = runFork(Effect.logError("unexpected failure", exit.cause), withRequestId)
-          requestIds.delete(logging.id().id)
+          runWith(requestId, Effect.logError("unexpected failure", exit.cause))
           return new Response(SERVER_ERROR, { status: 500, headers })
         }
 
         const finish = (exit: Exit.Exit<Answer<unknown>, unknown>): Response => {
           const response = respond(exit)
-          requestIds.delete(fiber.id().id)
           if (!logRequests) return response
           const durationMs = Math.round((performance.now() - started) * 100) / 100
           const path = pathOf(request.url)
@@ -365,22 +372,22 @@ export const makeDispatcher = (options: DispatchOptions): Dispatcher => {
               fiberId: fiber.id().id
             })
           } else {
-            runFork(
+            runWith(
+              requestId,
               Effect.logInfo("request").pipe(Effect.annotateLogs({
                 method: request.method,
                 path,
                 status: response.status,
                 durationMs,
                 ...(keyId === undefined ? {} : { keyId })
-              })),
-              withRequestId
-            ).pipe((logging) => requestIds.delete(logging.id().id))
+              }))
+            )
           }
           return response
         }
 
         // The request's own fiber runs the check and the handler; the answer is made from its exit.
-        const fiber = runFork(answered, withRequestId)
+        const fiber = runWith(requestId, answered)
         const done = fiber.unsafePoll()
         if (done !== null) return finish(done)
         return new Promise((resolve) => fiber.addObserver((exit) => resolve(finish(exit))))

@@ -128,46 +128,58 @@ describeBackends((backend) => {
 })
 
 describe("direct routes, logs", () => {
-  it.scoped("every line a request logs carries its request id, an unexpected failure's included", () =>
-    Effect.gen(function*() {
-      const lines: Array<{ message: unknown; requestId: unknown }> = []
-      const capture = Logger.make(({ annotations, message }) => {
-        lines.push({
-          message: Array.isArray(message) ? message[0] : message,
-          requestId: Option.getOrUndefined(HashMap.get(annotations, "requestId"))
-        })
-      })
-      const failingRepo = Layer.succeed(PetsRepo, PetsRepo.make({
-        create: () => Effect.die(new Error("boom")),
-        findById: () => Effect.die(new Error("boom")),
-        list: () => Effect.die(new Error("boom"))
-      }))
-      const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
-      const context = yield* Layer.build(
-        Layer.mergeAll(
-          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([failingRepo, ApiKeys.Default])), {
-            corsOrigins: Option.none()
-          }),
-          ApiKeys.Default
-        ).pipe(
-          Layer.provide([Lifecycle.Default, Logger.replace(Logger.defaultLogger, capture)]),
-          Layer.provide(database)
+  /** A failing repository; `wait` makes it log a line and fail only after waiting for a timer (the fiber suspends). */
+  const failingRepo = (wait: boolean) => {
+    const fail = () =>
+      wait
+        ? Effect.promise(() => new Promise((done) => setTimeout(done, 5))).pipe(
+          Effect.zipRight(Effect.logWarning("after a wait")),
+          Effect.zipRight(Effect.die(new Error("boom")))
         )
-      )
-      const key = Redacted.value((yield* Context.get(context, ApiKeys).create("logs")).key)
-      const handler = Context.get(context, WebHandler)
-      const response = yield* Effect.promise(async () =>
-        handler(new Request(`${ORIGIN}/v1/pets/1`, { headers: { authorization: `Bearer ${key}`, "x-request-id": "req-42" } }))
-      )
-      expect(response.status).toBe(500)
-      expect(lines.filter((line) => line.requestId === "req-42").map((line) => line.message)).toEqual([
-        "unexpected failure",
-        "request"
-      ])
-      expect(lines.filter((line) => line.message === "unexpected failure" || line.message === "request").every((line) =>
-        line.requestId === "req-42"
-      )).toBe(true)
-    }))
+        : Effect.die(new Error("boom"))
+    return Layer.succeed(PetsRepo, PetsRepo.make({ create: fail, findById: fail, list: fail }))
+  }
+
+  for (const wait of [false, true]) {
+    const title = `every line a request logs carries its request id, an unexpected failure's included${
+      wait ? ", also after the request waited" : ""
+    }`
+    it.scoped(title, () =>
+      Effect.gen(function*() {
+        const lines: Array<{ message: unknown; requestId: unknown }> = []
+        const capture = Logger.make(({ annotations, message }) => {
+          lines.push({
+            message: Array.isArray(message) ? message[0] : message,
+            requestId: Option.getOrUndefined(HashMap.get(annotations, "requestId"))
+          })
+        })
+        const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
+        const context = yield* Layer.build(
+          Layer.mergeAll(
+            webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([failingRepo(wait), ApiKeys.Default])), {
+              corsOrigins: Option.none()
+            }),
+            ApiKeys.Default
+          ).pipe(
+            Layer.provide([Lifecycle.Default, Logger.replace(Logger.defaultLogger, capture)]),
+            Layer.provide(database)
+          )
+        )
+        const key = Redacted.value((yield* Context.get(context, ApiKeys).create("logs")).key)
+        const handler = Context.get(context, WebHandler)
+        const response = yield* Effect.promise(async () =>
+          handler(new Request(`${ORIGIN}/v1/pets/1`, { headers: { authorization: `Bearer ${key}`, "x-request-id": "req-42" } }))
+        )
+        expect(response.status).toBe(500)
+        expect(lines.filter((line) => line.requestId === "req-42").map((line) => line.message)).toEqual([
+          ...(wait ? ["after a wait"] : []),
+          "unexpected failure",
+          "request"
+        ])
+        expect(lines.filter((line) => line.message !== "database failure").every((line) => line.requestId === "req-42"))
+          .toBe(true)
+      }))
+  }
 })
 
 describe("direct routes, Bun's routing", () => {
