@@ -1,7 +1,7 @@
 /**
  * The catalogue's concepts, declared once: the API, the repository and the tests all use these schemas.
  */
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 
 /** The largest integer a JSON number carries exactly (2^53 - 1). */
 export const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER
@@ -117,11 +117,20 @@ export const LIMIT_MIN = 1
 export const LIMIT_MAX = 100
 export const LIMIT_DEFAULT = 20
 
-/** A positive decimal integer in a URL (no sign, no leading zeros, no exponent, no white space). */
-const PositiveIntFromString = Schema.String.pipe(
-  Schema.pattern(/^[1-9][0-9]{0,15}$/, { message: () => "must be a positive integer" }),
-  Schema.compose(Schema.NumberFromString)
-)
+const POSITIVE_DECIMAL = /^[1-9][0-9]{0,15}$/
+
+/**
+ * A positive decimal integer in a URL (no sign, no leading zeros, no exponent, no white space), read in one step: URL
+ * parameters are decoded on every request.
+ */
+const PositiveIntFromString = Schema.transformOrFail(Schema.String, Schema.Number, {
+  strict: true,
+  decode: (text, _, ast) =>
+    POSITIVE_DECIMAL.test(text)
+      ? ParseResult.succeed(Number(text))
+      : ParseResult.fail(new ParseResult.Type(ast, text, "must be a positive integer")),
+  encode: (value) => ParseResult.succeed(String(value))
+})
 
 export const Limit = PositiveIntFromString.pipe(
   Schema.compose(Schema.Int.pipe(Schema.between(LIMIT_MIN, LIMIT_MAX, {
