@@ -269,6 +269,12 @@ describeBackends((backend) => {
           const error = yield* expectError(yield* call(server, `/v1/pets/${bad}`, authorized(server.key)), 400, "invalid_path")
           expect(error.message).toContain("petId")
         }
+        // Past 2^53 - 1 (where a JSON number stops being exact) the message gives the bound.
+        for (const big of ["9007199254740992", "9999999999999999"]) {
+          const error = yield* expectError(yield* call(server, `/v1/pets/${big}`, authorized(server.key)), 400, "invalid_path")
+          expect(error.message).toBe("Invalid path parameter 'petId': must be a positive integer no larger than 9007199254740991")
+        }
+        expect((yield* call(server, "/v1/pets/9007199254740991", authorized(server.key))).status).toBe(404)
       }))
   })
 

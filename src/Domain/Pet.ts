@@ -125,10 +125,14 @@ const POSITIVE_DECIMAL = /^[1-9][0-9]{0,15}$/
  */
 const PositiveIntFromString = Schema.transformOrFail(Schema.String, Schema.Number, {
   strict: true,
-  decode: (text, _, ast) =>
-    POSITIVE_DECIMAL.test(text)
-      ? ParseResult.succeed(Number(text))
-      : ParseResult.fail(new ParseResult.Type(ast, text, "must be a positive integer")),
+  decode: (text, _, ast) => {
+    if (!POSITIVE_DECIMAL.test(text)) return ParseResult.fail(new ParseResult.Type(ast, text, "must be a positive integer"))
+    const value = Number(text)
+    // Past 2^53 - 1 the number would already be rounded: refused here, with the bound, not as "not an integer".
+    return Number.isSafeInteger(value)
+      ? ParseResult.succeed(value)
+      : ParseResult.fail(new ParseResult.Type(ast, text, `must be a positive integer no larger than ${MAX_SAFE_ID}`))
+  },
   encode: (value) => ParseResult.succeed(String(value))
 })
 
