@@ -96,15 +96,14 @@ export const MigrationsLive = Layer.effectDiscard(
 
 // ------------------------------------------------------------------------------------------------------------- SQLite
 
-/** SQLite: WAL, a commit is fsynced before it returns (a 201 survives a crash), and writers from other processes wait. */
-const sqlite = (filename: string) =>
-  Layer.effectDiscard(
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe("PRAGMA busy_timeout = 5000")
-      yield* sql.unsafe("PRAGMA synchronous = FULL")
-    })
-  ).pipe(Layer.provideMerge(Sqlite.layer(filename)))
+/**
+ * SQLite: the client, migrated, then (for a file) the repositories' own connection to it, opened once the file has its
+ * tables and its journal mode.
+ */
+const sqlite = (filename: string) => {
+  const migrated = MigrationsLive.pipe(Layer.provideMerge(Sqlite.client(filename)))
+  return Sqlite.isInMemory(filename) ? migrated : Sqlite.statements(filename).pipe(Layer.provideMerge(migrated))
+}
 
 // --------------------------------------------------------------------------------------------------------- PostgreSQL
 
@@ -192,7 +191,7 @@ export const layer = (
   timeouts?: PostgresTimeouts
 ): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
   const value = Redacted.value(url)
-  if (!isPostgresUrl(value)) return MigrationsLive.pipe(Layer.provideMerge(sqlite(value)))
+  if (!isPostgresUrl(value)) return sqlite(value)
   return timeouts !== undefined
     ? postgres(url, timeouts)
     : Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, (fromEnvironment) => postgres(url, fromEnvironment)))

@@ -1,75 +1,44 @@
 /**
- * The SQLite backend: one `bun:sqlite` connection, seen two ways. As an `@effect/sql` `SqlClient` (what migrations,
- * readiness and the portable repositories use: the same client `@effect/sql-sqlite-bun` builds, on a connection we
- * open ourselves), and as the `SqliteDatabase` itself, so that the repositories' SQLite implementations can run their
- * prepared statements directly — no statement compilation, span, semaphore or asynchronous hop per query.
+ * The SQLite backend: `@effect/sql-sqlite-bun`'s client (migrations, readiness and the portable repositories use it),
+ * and, beside it, a `bun:sqlite` connection of the repositories' own on the same file, the `SqliteDatabase`, on which
+ * their SQLite implementations prepare their statements once and run them directly — no statement compilation, span,
+ * semaphore or asynchronous hop per query. The two connections share the file as two processes would: WAL, and a
+ * writer waits for the other (`busy_timeout`).
  *
- * bun:sqlite is synchronous, so a prepared statement runs whole between two fibers' steps; the one transaction of the
- * program (the migrations) runs at start-up, before any request.
+ * An in-memory database (`:memory:`) is private to its connection, so it gets the client alone, and the repositories
+ * their portable `@effect/sql` path.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
-import { SqlClient, SqlError, Statement } from "@effect/sql"
-import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlClient, SqlError } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-bun"
 import { Database } from "bun:sqlite"
-import { Context, Effect, Layer, Scope, Stream } from "effect"
+import { Context, Effect, Layer } from "effect"
 
-/** The open SQLite database, present only when the backend is SQLite. */
+/** The repositories' own connection to the SQLite file; absent for PostgreSQL and for `:memory:`. */
 export class SqliteDatabase extends Context.Tag("Sql/SqliteDatabase")<SqliteDatabase, Database>() {}
 
-const make = (filename: string) =>
-  Effect.gen(function*() {
-    const db = yield* Effect.acquireRelease(
+/** WAL, a commit is fsynced before it returns (a 201 survives a crash), and a writer waits for the others. */
+const PRAGMAS = ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 5000", "PRAGMA synchronous = FULL"] as const
+
+export const isInMemory = (filename: string): boolean => filename === ":memory:"
+
+/** The library's client on the file, with the pragmas on its connection. */
+export const client = (filename: string): Layer.Layer<SqlClient.SqlClient, SqlError.SqlError> =>
+  Layer.effectDiscard(Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.forEach(PRAGMAS, (pragma) => sql.unsafe(pragma))))
+    .pipe(Layer.provideMerge(SqliteClient.layer({ filename }).pipe(Layer.orDie)))
+
+/** The repositories' own connection to the file, with the same pragmas. */
+export const statements = (filename: string): Layer.Layer<SqliteDatabase, SqlError.SqlError> =>
+  Layer.scoped(
+    SqliteDatabase,
+    Effect.acquireRelease(
       Effect.try({
-        try: () => new Database(filename, { readwrite: true, create: true }),
+        try: () => {
+          const db = new Database(filename, { readwrite: true, create: true })
+          for (const pragma of PRAGMAS) db.run(pragma)
+          return db
+        },
         catch: (cause) => new SqlError.SqlError({ cause, message: `Failed to open ${filename}` })
       }),
       (db) => Effect.sync(() => db.close())
     )
-    db.run("PRAGMA journal_mode = WAL;")
-
-    const run = (sql: string, params: ReadonlyArray<unknown> = [], values = false) =>
-      Effect.withFiberRuntime<Array<any>, SqlError.SqlError>((fiber) => {
-        try {
-          const statement = db.query(sql)
-          // @ts-ignore bun-types lack safeIntegers on statements
-          statement.safeIntegers(Context.get(fiber.currentContext, SqlClient.SafeIntegers))
-          const rows = values ? statement.values(...(params as Array<any>)) : statement.all(...(params as Array<any>))
-          return Effect.succeed((rows ?? []) as Array<any>)
-        } catch (cause) {
-          return Effect.fail(new SqlError.SqlError({ cause, message: "Failed to execute statement" }))
-        }
-      })
-
-    const connection: Connection = {
-      execute: (sql, params, transformRows) =>
-        transformRows ? Effect.map(run(sql, params), transformRows) : run(sql, params),
-      executeRaw: (sql, params) => run(sql, params),
-      executeValues: (sql, params) => run(sql, params, true),
-      executeUnprepared: (sql, params, transformRows) =>
-        transformRows ? Effect.map(run(sql, params), transformRows) : run(sql, params),
-      executeStream: () => Stream.dieMessage("executeStream not implemented")
-    }
-
-    const semaphore = yield* Effect.makeSemaphore(1)
-    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
-    const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
-      Effect.as(
-        Effect.zipRight(
-          restore(semaphore.take(1)),
-          Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
-        ),
-        connection
-      )
-    )
-    const client = yield* SqlClient.make({
-      acquirer,
-      compiler: Statement.makeCompilerSqlite(),
-      transactionAcquirer,
-      spanAttributes: [["db.system.name", "sqlite"]]
-    })
-    return Context.make(SqlClient.SqlClient, client).pipe(Context.add(SqliteDatabase, db))
-  })
-
-/** A SQLite file (or `:memory:`) as a `SqlClient`, with the `SqliteDatabase` beside it. */
-export const layer = (filename: string): Layer.Layer<SqlClient.SqlClient | SqliteDatabase, SqlError.SqlError> =>
-  Layer.scopedContext(make(filename)).pipe(Layer.provide(Reactivity.layer))
+  )
