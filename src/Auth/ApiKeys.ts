@@ -50,13 +50,20 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
     const repo = yield* ApiKeysRepo
     const clock = yield* Effect.clock
 
-    /** Keys that passed the check, by the key's text, with the time of that check. */
+    /**
+     * Keys that passed the check, by the key's text, with the time of that check. Entries past their time are dropped
+     * at the next check (`sweep`, at most once per RECHECK_AFTER), so a key's text is not kept long after its use.
+     */
     const passed = new Map<string, { readonly key: Option.Option<AuthenticatedKey>; readonly at: number }>()
+    let sweptAt = 0
+    const isFresh = (checkedAt: number, at: number) => at >= checkedAt && at - checkedAt < RECHECK_AFTER_MS
+    const sweep = (at: number) => {
+      if (isFresh(sweptAt, at)) return
+      sweptAt = at
+      for (const [text, entry] of passed) if (!isFresh(entry.at, at)) passed.delete(text)
+    }
     const remember = (text: string, key: Option.Option<AuthenticatedKey>, at: number) => {
-      if (passed.size >= MAX_REMEMBERED) {
-        for (const [text, entry] of passed) if (at - entry.at >= RECHECK_AFTER_MS) passed.delete(text)
-        if (passed.size >= MAX_REMEMBERED) passed.clear()
-      }
+      if (passed.size >= MAX_REMEMBERED) passed.clear()
       passed.set(text, { key, at })
     }
     const forget = (id: ApiKeyId) => {
@@ -85,8 +92,9 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
     const authenticate = (token: Redacted.Redacted<string>): Effect.Effect<Option.Option<AuthenticatedKey>, SqlError.SqlError> => {
       const key = Redacted.value(token)
       const at = clock.unsafeCurrentTimeMillis()
+      if (passed.size > 0) sweep(at)
       const known = passed.get(key)
-      if (known !== undefined && at - known.at < RECHECK_AFTER_MS && at >= known.at) return Effect.succeed(known.key)
+      if (known !== undefined && isFresh(known.at, at)) return Effect.succeed(known.key)
       const id = keyIdOf(key)
       if (Option.isNone(id)) return Effect.succeedNone
       return Effect.flatMap(repo.findById(id.value), (found) => {
