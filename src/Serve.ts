@@ -5,7 +5,7 @@
 import { Config, Effect, Layer, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { CorsOrigins, Host, Port, ServersConfig, ShutdownTimeout, TracingEnabled } from "./Config.js"
-import { HttpLive } from "./Http.js"
+import { HttpLive } from "./Listener.js"
 import { LoggingLive } from "./Logging.js"
 import * as Sql from "./Sql.js"
 

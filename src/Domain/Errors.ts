@@ -5,8 +5,7 @@
  * OpenAPI document refer every error response to the one `Error` schema.
  */
 import { HttpApiSchema } from "@effect/platform"
-import type { SqlError } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Schema } from "effect"
 
 export const ErrorBody = Schema.Struct({
   code: Schema.String.annotations({ description: "Machine-readable error code, lower-case snake case." }),
@@ -90,14 +89,6 @@ export const UnavailableResponse = wire(Unavailable, "Unavailable", "The databas
 
 /** The JSON body of an error answer. */
 export const errorBody = (status: number, code: ErrorCode, message: string): ErrorBody => ({ code, message, status })
-
-/** A database that does not answer is a 503 for the client; the cause goes to the log. */
-export const orUnavailable = <A, R>(effect: Effect.Effect<A, SqlError.SqlError, R>) =>
-  Effect.catchTag(
-    effect,
-    "SqlError",
-    (error) => Effect.zipRight(Effect.logError("database failure", error), Effect.fail(unavailable()))
-  )
 
 /** Whether a failure is one of the typed errors above, which the API itself encodes. */
 export const isApiError = (u: unknown): boolean =>
