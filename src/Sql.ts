@@ -9,11 +9,16 @@ import type { PgClient } from "@effect/sql-pg"
 import { Config, type ConfigError, Duration, Effect, Layer, Redacted, Schedule, Schema } from "effect"
 import { migrations } from "./migrations/index.js"
 import * as Sqlite from "./Sqlite.js"
+import * as SqliteWriter from "./SqliteWriter.js"
 
 /** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
 export const DatabaseUrl = Config.redacted("DATABASE_URL").pipe(Config.withDefault(Redacted.make("petstore.db")))
 
-/** How long PostgreSQL may take: to open a connection, to answer a statement, to become reachable at start-up. */
+/**
+ * How long the database may take: to open a connection (PostgreSQL; also the longest wait for a connection of the
+ * pool), to answer a statement (on SQLite: how long a write waits for a busy database), to become reachable at
+ * start-up (PostgreSQL).
+ */
 export interface PostgresTimeouts {
   readonly connect: Duration.Duration
   readonly query: Duration.Duration
@@ -97,12 +102,15 @@ export const MigrationsLive = Layer.effectDiscard(
 // ------------------------------------------------------------------------------------------------------------- SQLite
 
 /**
- * SQLite: the client, migrated, then (for a file) the repositories' own connection to it, opened once the file has its
- * tables and its journal mode.
+ * SQLite: the client, migrated, then (for a file) the repositories' own reading connection and the writer, opened once
+ * the file has its tables and its journal mode. A write waits for a busy database up to `queryTimeout`.
  */
-const sqlite = (filename: string) => {
+const sqlite = (filename: string, queryTimeout: Duration.Duration) => {
   const migrated = MigrationsLive.pipe(Layer.provideMerge(Sqlite.client(filename)))
-  return Sqlite.isInMemory(filename) ? migrated : Sqlite.statements(filename).pipe(Layer.provideMerge(migrated))
+  if (Sqlite.isInMemory(filename)) return migrated
+  return Layer.mergeAll(Sqlite.statements(filename), SqliteWriter.layer(filename, queryTimeout)).pipe(
+    Layer.provideMerge(migrated)
+  )
 }
 
 // --------------------------------------------------------------------------------------------------------- PostgreSQL
@@ -183,7 +191,7 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
 export type DatabaseError = DatabaseUnavailable | Migrator.MigrationError | SqlError.SqlError | ConfigError.ConfigError
 
 /**
- * The migrated SQL client for a database URL. PostgreSQL's timeouts are the given ones, else those of the environment
+ * The migrated SQL client for a database URL. The timeouts are the given ones, else those of the environment
  * (`DB_CONNECT_TIMEOUT`, `DB_QUERY_TIMEOUT`, `DB_STARTUP_TIMEOUT`).
  */
 export const layer = (
@@ -191,10 +199,11 @@ export const layer = (
   timeouts?: PostgresTimeouts
 ): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
   const value = Redacted.value(url)
-  if (!isPostgresUrl(value)) return sqlite(value)
+  const backend = (given: PostgresTimeouts): Layer.Layer<SqlClient.SqlClient, DatabaseError> =>
+    isPostgresUrl(value) ? postgres(url, given) : sqlite(value, given.query)
   return timeouts !== undefined
-    ? postgres(url, timeouts)
-    : Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, (fromEnvironment) => postgres(url, fromEnvironment)))
+    ? backend(timeouts)
+    : Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, backend))
 }
 
 /** The migrated SQL client for `DATABASE_URL`. */

@@ -2,8 +2,9 @@
  * The SQLite backend: `@effect/sql-sqlite-bun`'s client (migrations, readiness and the portable repositories use it),
  * and, beside it, a `bun:sqlite` connection of the repositories' own on the same file, the `SqliteDatabase`, on which
  * their SQLite implementations prepare their statements once and run them directly — no statement compilation, span,
- * semaphore or asynchronous hop per query. The two connections share the file as two processes would: WAL, and a
- * writer waits for the other (`busy_timeout`).
+ * semaphore or asynchronous hop per query. It only reads: the service's writes go through the `SqliteWriter`, a third
+ * connection, which never waits for a busy database on the JavaScript thread. The connections share the file as
+ * processes would: WAL, in which readers do not wait for a writer.
  *
  * An in-memory database (`:memory:`) is private to its connection, so it gets the client alone, and the repositories
  * their portable `@effect/sql` path.
@@ -16,8 +17,18 @@ import { Context, Effect, Layer } from "effect"
 /** The repositories' own connection to the SQLite file; absent for PostgreSQL and for `:memory:`. */
 export class SqliteDatabase extends Context.Tag("Sql/SqliteDatabase")<SqliteDatabase, Database>() {}
 
-/** WAL, a commit is fsynced before it returns (a 201 survives a crash), and a writer waits for the others. */
+/**
+ * WAL, a commit is fsynced before it returns (a 201 survives a crash), and a writer waits for the others: the client's
+ * connection writes at start-up (migrations) and in the command line (`keys create`, `keys revoke`), where waiting on
+ * the thread is what is wanted.
+ */
 const PRAGMAS = ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 5000", "PRAGMA synchronous = FULL"] as const
+
+/**
+ * The reading connection waits little: in WAL a reader waits only in rare moments (another connection recovering the
+ * WAL after a crash), and a wait here holds the event loop.
+ */
+const READER_PRAGMAS = ["PRAGMA busy_timeout = 250", "PRAGMA query_only = ON"] as const
 
 export const isInMemory = (filename: string): boolean => filename === ":memory:"
 
@@ -26,7 +37,7 @@ export const client = (filename: string): Layer.Layer<SqlClient.SqlClient, SqlEr
   Layer.effectDiscard(Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.forEach(PRAGMAS, (pragma) => sql.unsafe(pragma))))
     .pipe(Layer.provideMerge(SqliteClient.layer({ filename }).pipe(Layer.orDie)))
 
-/** The repositories' own connection to the file, with the same pragmas. */
+/** The repositories' own reading connection to the file. */
 export const statements = (filename: string): Layer.Layer<SqliteDatabase, SqlError.SqlError> =>
   Layer.scoped(
     SqliteDatabase,
@@ -34,7 +45,7 @@ export const statements = (filename: string): Layer.Layer<SqliteDatabase, SqlErr
       Effect.try({
         try: () => {
           const db = new Database(filename, { readwrite: true, create: true })
-          for (const pragma of PRAGMAS) db.run(pragma)
+          for (const pragma of READER_PRAGMAS) db.run(pragma)
           return db
         },
         catch: (cause) => new SqlError.SqlError({ cause, message: `Failed to open ${filename}` })

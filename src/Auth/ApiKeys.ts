@@ -36,6 +36,12 @@ export const matchesHash = (key: string, storedHash: string): boolean => {
 /** `last used` is written at most once a minute per key, so reads do not turn into writes. */
 const TOUCH_INTERVAL_MS = 60_000
 
+/**
+ * `last used` is best effort, off the request's path: the uses are noted in memory and written together this often
+ * (and when the service closes); a write that fails is logged, and the use is noted again at the key's next check.
+ */
+export const LAST_USED_WRITE_INTERVAL = Duration.seconds(1)
+
 const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
 /** How long a key that passed the check is taken at its word before the database is asked again. */
@@ -46,7 +52,7 @@ const RECHECK_AFTER_MS = Duration.toMillis(RECHECK_AFTER)
 const MAX_REMEMBERED = 1024
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const repo = yield* ApiKeysRepo
     const clock = yield* Effect.clock
 
@@ -68,6 +74,38 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
     }
     const forget = (id: ApiKeyId) => {
       for (const [text, entry] of passed) if (Option.isSome(entry.key) && entry.key.value.id === id) passed.delete(text)
+    }
+
+    /** Uses not written yet: by key id, the time of the first use since the last write. */
+    const unwritten = new Map<ApiKeyId, string>()
+    /** Writes the uses noted so far (all in one group commit on SQLite); a failure is logged, never raised. */
+    const writeLastUsed: Effect.Effect<void> = Effect.suspend(() => {
+      if (unwritten.size === 0) return Effect.void
+      const uses = [...unwritten]
+      unwritten.clear()
+      return Effect.forEach(uses, ([id, at]) =>
+        repo.touch(id, at).pipe(
+          Effect.catchAll((error) =>
+            Effect.logWarning("could not record the last use of an API key", error).pipe(Effect.annotateLogs("keyId", id))
+          )
+        ), { concurrency: "unbounded", discard: true })
+    })
+    yield* Effect.addFinalizer(() => writeLastUsed.pipe(Effect.timeoutOption("1 second")))
+    // The first use noted after a write starts the next one, LAST_USED_WRITE_INTERVAL later, in the background.
+    const scope = yield* Effect.scope
+    let writeScheduled = false
+    const writeLater = Effect.zipRight(
+      Effect.sleep(LAST_USED_WRITE_INTERVAL),
+      Effect.suspend(() => {
+        writeScheduled = false
+        return writeLastUsed
+      })
+    )
+    const noteUse = (id: ApiKeyId, at: number): Effect.Effect<void> => {
+      if (!unwritten.has(id)) unwritten.set(id, new Date(at).toISOString())
+      if (writeScheduled) return Effect.void
+      writeScheduled = true
+      return Effect.asVoid(Effect.forkIn(writeLater, scope))
     }
 
     const create = (name: string) =>
@@ -106,11 +144,11 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         if (record.lastUsedAt !== null && at - Date.parse(record.lastUsedAt) < TOUCH_INTERVAL_MS) {
           return Effect.succeed(authenticated)
         }
-        return Effect.as(repo.touch(record.id, new Date(at).toISOString()), authenticated)
+        return Effect.as(noteUse(record.id, at), authenticated)
       })
     }
 
-    return { create, list, revoke, authenticate } as const
+    return { create, list, revoke, authenticate, writeLastUsed } as const
   }),
   dependencies: [ApiKeysRepo.Default]
 }) {}

@@ -5,6 +5,7 @@ import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
 import { SqliteDatabase } from "../Sqlite.js"
+import { SqliteWriter } from "../SqliteWriter.js"
 
 const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
@@ -12,6 +13,7 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const sqlite = yield* Effect.serviceOption(SqliteDatabase)
+    const writer = yield* Effect.serviceOption(SqliteWriter)
     const info = sql`id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
 
     const insertOne = SqlSchema.void({
@@ -56,21 +58,22 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
       touch: (id: ApiKeyId, at: string) =>
         touchOne({ id, at }).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.touch", { attributes: { id } }))
     } as const
-    if (Option.isNone(sqlite)) return portable
+    if (Option.isNone(sqlite) || Option.isNone(writer)) return portable
 
-    // SQLite: the two statements of every request are prepared once on the database; the columns are TEXT NOT NULL
-    // (nullable for the times), so a row is an `ApiKeyRecord` as it comes.
-    const db = sqlite.value
-    const selectOne = db.prepare<ApiKeyRecord, [string]>(
+    // SQLite: the two statements of a request are prepared once, the read on the reading connection, the update on the
+    // writer's (run in its group commit); the columns are TEXT NOT NULL (nullable for the times), so a row is an
+    // `ApiKeyRecord` as it comes.
+    const selectOne = sqlite.value.prepare<ApiKeyRecord, [string]>(
       `SELECT id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt", hash
        FROM api_keys WHERE id = ?`
     )
-    const updateLastUsed = db.prepare<unknown, [string, string]>(`UPDATE api_keys SET last_used_at = ? WHERE id = ?`)
+    const updateLastUsed = writer.value.database.prepare<unknown, [string, string]>(
+      `UPDATE api_keys SET last_used_at = ? WHERE id = ?`
+    )
     return {
       ...portable,
       findById: (id: ApiKeyId) => Effect.try({ try: () => Option.fromNullable(selectOne.get(id)), catch: statementFailed }),
-      touch: (id: ApiKeyId, at: string) =>
-        Effect.try({ try: () => void updateLastUsed.run(at, id), catch: statementFailed })
+      touch: (id: ApiKeyId, at: string) => writer.value.write(() => void updateLastUsed.run(at, id))
     }
   })
 }) {}

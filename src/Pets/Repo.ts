@@ -1,15 +1,16 @@
 /**
  * The catalogue's storage. Standard SQL only (`INSERT … RETURNING`, keyset pages on the primary key), the same
  * statements on both backends. On PostgreSQL they go through `@effect/sql` and rows are decoded into the `Pet` the API
- * answers with (its BIGINTs arrive as strings). On SQLite they are prepared once on the database itself and run
- * synchronously; their rows are already `Pet`s (INTEGER ids, NOT NULL columns, a CHECK on status), so they are not
- * decoded again.
+ * answers with (its BIGINTs arrive as strings). On SQLite they are prepared once on the database itself — the reads on
+ * the reading connection, the insert on the writer's, run in its group commit — and their rows are already `Pet`s
+ * (INTEGER ids, NOT NULL columns, a CHECK on status), so they are not decoded again.
  */
 import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import type { Database } from "bun:sqlite"
 import { Effect, Option, Schema } from "effect"
 import { CategoryId, NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
 import { SqliteDatabase } from "../Sqlite.js"
+import { SqliteWriter, type Writer } from "../SqliteWriter.js"
 
 /** A BIGINT column as the drivers return it: a number from SQLite, a decimal string from PostgreSQL. */
 const BigIntColumn = Schema.Union(Schema.Number, Schema.NumberFromString)
@@ -35,8 +36,8 @@ export interface Page {
 
 export interface PetsRepository {
   /**
-   * Adds a pet; the returned row is committed before this succeeds (an autocommitted statement: SQLite with
-   * synchronous=FULL, PostgreSQL with synchronous_commit on, its default).
+   * Adds a pet; the returned row is durably committed before this succeeds (SQLite: the writer's group commit with
+   * synchronous=FULL; PostgreSQL: an autocommitted statement with synchronous_commit on, its default).
    */
   readonly create: (pet: NewPet) => Effect.Effect<Pet, SqlError.SqlError>
   readonly findById: (id: PetId) => Effect.Effect<Option.Option<Pet>, SqlError.SqlError>
@@ -48,9 +49,9 @@ const COLUMNS = `id, name, category_id AS "categoryId", status`
 
 const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
-/** SQLite: the same statements, prepared once on the database. */
-const sqliteRepository = (db: Database): PetsRepository => {
-  const insert = db.prepare<Pet, [string, number, string]>(
+/** SQLite: the same statements, prepared once: the reads on the reading connection, the insert on the writer's. */
+const sqliteRepository = (db: Database, writer: Writer): PetsRepository => {
+  const insert = writer.database.prepare<Pet, [string, number, string]>(
     `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
   )
   const findOne = db.prepare<Pet, [number]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
@@ -59,7 +60,7 @@ const sqliteRepository = (db: Database): PetsRepository => {
     `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
   )
   return {
-    create: (pet) => Effect.try({ try: () => insert.get(pet.name, pet.categoryId, pet.status)!, catch: statementFailed }),
+    create: (pet) => writer.write(() => insert.get(pet.name, pet.categoryId, pet.status)!),
     findById: (id) => Effect.try({ try: () => Option.fromNullable(findOne.get(id)), catch: statementFailed }),
     list: (options) =>
       Effect.try({
@@ -80,7 +81,8 @@ const sqliteRepository = (db: Database): PetsRepository => {
 export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
   effect: Effect.gen(function*() {
     const sqlite = yield* Effect.serviceOption(SqliteDatabase)
-    if (Option.isSome(sqlite)) return sqliteRepository(sqlite.value)
+    const writer = yield* Effect.serviceOption(SqliteWriter)
+    if (Option.isSome(sqlite) && Option.isSome(writer)) return sqliteRepository(sqlite.value, writer.value)
     const sql = yield* SqlClient.SqlClient
     const columns = sql`id, name, category_id AS "categoryId", status`
 
