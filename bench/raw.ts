@@ -3,6 +3,8 @@
  * operations — the same queries and indexes (it opens a database petstore migrated), the same bearer check against the
  * hashed key (looked up by id, SHA-256 compared in constant time, revocation checked, `last used` written at most once a
  * minute), the same validation, the same JSON bodies and headers. No logging. Not part of the product.
+ * Each statement commits on its own: with `RAW_SYNCHRONOUS=FULL` (the default, petstore's durability) a create waits
+ * for its own fsync; `RAW_SYNCHRONOUS=NORMAL` is the second baseline, without an fsync per commit.
  *
  *     DATABASE_URL=bench.db PORT=8081 bun bench/raw.ts
  */
@@ -12,7 +14,7 @@ import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
 const db = new Database(process.env.DATABASE_URL ?? "petstore.db")
 db.run("PRAGMA journal_mode = WAL")
 db.run("PRAGMA busy_timeout = 5000")
-db.run("PRAGMA synchronous = FULL")
+db.run(`PRAGMA synchronous = ${process.env.RAW_SYNCHRONOUS === "NORMAL" ? "NORMAL" : "FULL"}`)
 
 const MAX_BODY_BYTES = 64 * 1024
 const MAX_SAFE = Number.MAX_SAFE_INTEGER

@@ -1,12 +1,15 @@
 /**
  * `npm run bench`: petstore against a raw `Bun.serve` + `bun:sqlite` baseline (bench/raw.ts) doing the same work.
+ * Creates are compared with a second baseline too: the same raw program without an fsync per commit
+ * (`synchronous = NORMAL`), what petstore's group commit aims at while keeping every 201 durable.
  *
  * Builds both executables, seeds each with the same pets directly in SQLite (one transaction), and loads them in
  * turn — A B A B — with wrk (Debian's `wrk` package; installed with apt-get when missing and allowed), the same
  * connection count and duration. Loopback only. Prints a table and writes JSON and Markdown under bench/results/.
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
- * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1.
+ * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
+ * list of scenario names to run, e.g. "create"; all by default).
  */
 import { Database } from "bun:sqlite"
 import { spawn, spawnSync } from "bun"
@@ -25,6 +28,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const PETS = Number(process.env.BENCH_PETS ?? 10_000)
 const SCALE = (process.env.BENCH_SCALE ?? "1000,1000000").split(",").filter((s) => s !== "").map(Number)
+const ONLY = (process.env.BENCH_ONLY ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
 const DEADLINE = Date.now() + 9 * 60_000
 
 const log = (...args: Array<unknown>) => console.error("[bench]", ...args)
@@ -159,12 +163,14 @@ interface Scenario {
   readonly script?: string
 }
 
-const SCENARIOS: ReadonlyArray<Scenario> = [
+const ALL_SCENARIOS: ReadonlyArray<Scenario> = [
   { name: "list 20", path: () => "/v1/pets" },
   { name: "filtered list, deep cursor", path: (pets) => `/v1/pets?status=pending&after=${Math.floor(pets * 0.9)}` },
   { name: "get one", path: (pets) => `/v1/pets/${Math.ceil(pets / 2)}` },
   { name: "create", path: () => "/v1/pets", script: join(ROOT, "bench", "create.lua") }
 ]
+const SCENARIOS = ONLY.length === 0 ? ALL_SCENARIOS : ALL_SCENARIOS.filter((scenario) => ONLY.includes(scenario.name))
+const CREATE = "create"
 
 interface Load {
   readonly rps: number
@@ -220,6 +226,7 @@ const main = async () => {
   const dbs = {
     petstore: base.file,
     raw: copyDb(base.file, join(DATA, "raw.db")),
+    rawNoFsync: copyDb(base.file, join(DATA, "raw-no-fsync.db")),
     logged: copyDb(base.file, join(DATA, "logged.db")),
     traced: copyDb(base.file, join(DATA, "traced.db"))
   }
@@ -237,9 +244,11 @@ const main = async () => {
 
   const petstore = await start("petstore", "petstore", dbs.petstore, key)
   const raw = await start("raw", "raw", dbs.raw, key)
-  const logged = await start("petstore, request log on", "petstore", dbs.logged, key, { LOG_LEVEL: "info" })
-  const traced = await start("petstore, tracing on", "petstore", dbs.traced, key, { TRACING: "on" })
-  const all = [petstore, raw, logged, traced]
+  const rawNoFsync = await start("raw, no fsync per commit", "raw", dbs.rawNoFsync, key, { RAW_SYNCHRONOUS: "NORMAL" })
+  const variantsOn = ONLY.length === 0
+  const logged = variantsOn ? await start("petstore, request log on", "petstore", dbs.logged, key, { LOG_LEVEL: "info" }) : undefined
+  const traced = variantsOn ? await start("petstore, tracing on", "petstore", dbs.traced, key, { TRACING: "on" }) : undefined
+  const all = [petstore, raw, rawNoFsync, ...(logged && traced ? [logged, traced] : [])]
   try {
     await Bun.sleep(1000)
     const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -256,13 +265,15 @@ const main = async () => {
     for (let round = 1; round <= ROUNDS; round++) {
       log(`round ${round} of ${ROUNDS}`)
       for (const scenario of SCENARIOS) {
-        for (const server of [petstore, raw]) {
+        for (const server of scenario.name === CREATE ? [petstore, raw, rawNoFsync] : [petstore, raw]) {
           add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
         }
       }
       // The default request log and tracing, on the list.
-      for (const server of [logged, raw, traced]) {
-        add("variants", server.name, wrk(server.origin + SCENARIOS[0].path(PETS), key))
+      if (logged && traced) {
+        for (const server of [logged, raw, traced]) {
+          add("variants", server.name, wrk(server.origin + ALL_SCENARIOS[0].path(PETS), key))
+        }
       }
     }
     const afterLoad = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -279,10 +290,17 @@ const main = async () => {
         p99Ratio: ratio(a.p99, b.p99)
       }
     })
-    const rawList = summarize(loads.variants[raw.name])
-    const variants = [logged, traced].map((server) => {
+    // Creates against the baseline without an fsync per commit.
+    const createLoads = loads[CREATE]?.[rawNoFsync.name]
+    const noFsync = createLoads === undefined ? undefined : (() => {
+      const a = summarize(loads[CREATE][petstore.name])
+      const b = summarize(createLoads)
+      return { scenario: `${CREATE}, against raw without an fsync per commit`, petstore: a, raw: b, ratio: ratio(a.rps, b.rps), p99Ratio: ratio(a.p99, b.p99) }
+    })()
+    const rawList = logged && traced ? summarize(loads.variants[raw.name]) : undefined
+    const variants = (logged && traced && rawList ? [logged, traced] : []).map((server) => {
       const load = summarize(loads.variants[server.name])
-      return { variant: server.name, scenario: "list 20", load, raw: rawList, ratio: ratio(load.rps, rawList.rps) }
+      return { variant: server.name, scenario: "list 20", load, raw: rawList, ratio: ratio(load.rps, rawList!.rps) }
     })
 
     for (const server of all) await server.stop()
@@ -301,7 +319,7 @@ const main = async () => {
         raw: await start(`raw ${size}`, "raw", copyDb(data.file, join(DATA, `scale-${size}-raw.db`)), data.key)
       }
       try {
-        for (const scenario of SCENARIOS.slice(0, 2)) {
+        for (const scenario of ALL_SCENARIOS.slice(0, 2)) {
           for (const kind of ["petstore", "raw"] as const) {
             wrk(scaled[kind].origin + scenario.path(size), data.key, undefined, 1)
             const load = wrk(scaled[kind].origin + scenario.path(size), data.key)
@@ -313,7 +331,7 @@ const main = async () => {
         await scaled.raw.stop()
       }
     }
-    const growthRatios = SCALE.length < 2 ? [] : SCENARIOS.slice(0, 2).flatMap((scenario) =>
+    const growthRatios = SCALE.length < 2 ? [] : ALL_SCENARIOS.slice(0, 2).flatMap((scenario) =>
       (["petstore", "raw"] as const).map((server) => {
         const at = (size: number) =>
           growth.find((g) => g.size === size && g.scenario === scenario.name && g.server === server) as
@@ -352,6 +370,7 @@ const main = async () => {
       machine,
       pets: PETS,
       scenarios,
+      noFsync,
       variants,
       startup,
       memory,
@@ -377,6 +396,12 @@ const table = (r: any): string => {
     `|---|---|---|---|---|---|---|`
   ]
   for (const s of r.scenarios) {
+    lines.push(
+      `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
+    )
+  }
+  if (r.noFsync !== undefined) {
+    const s = r.noFsync
     lines.push(
       `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
     )

@@ -7,12 +7,15 @@
  *
  * Group commit: the units handed over while the event loop was busy (one turn of it: the requests read in that turn)
  * run in one transaction, each in a savepoint of its own, so that a unit that throws is rolled back and fails alone.
- * One COMMIT, one fsync (`synchronous = FULL`) for all of them; each unit's effect succeeds only once that commit has
- * returned, so a 201 is never sent for a row that a crash could lose. A commit that fails fails all of its units.
+ * One COMMIT for all of them, and each unit's effect succeeds only once that commit is on disk: the WAL is fsynced
+ * after the commit, off the JavaScript thread (`SqliteWalSync.ts`, as durable as `synchronous = FULL`), one sync for
+ * all the commits made while the previous one ran. So a 201 is never sent for a row that a crash could lose. A commit
+ * (or its sync) that fails fails all of its units.
  */
 import { SqlError } from "@effect/sql"
 import { Database } from "bun:sqlite"
 import { Context, Duration, Effect, Layer } from "effect"
+import { makeWalSync } from "./SqliteWalSync.js"
 
 /** A unit of work: statements (prepared on the writer's `database`) run inside the writer's transaction. */
 export type Unit<A> = () => A
@@ -59,7 +62,9 @@ const failedWith = (message: string) => (cause: unknown) => new SqlError.SqlErro
  */
 export const makeWriter = (database: Database, timeout: Duration.Duration): Writer & { readonly close: () => void } => {
   database.run("PRAGMA busy_timeout = 0")
-  database.run("PRAGMA synchronous = FULL")
+  // A COMMIT returns without an fsync; the WAL is synced afterwards, off the thread, before any unit succeeds.
+  database.run("PRAGMA synchronous = NORMAL")
+  const walSync = makeWalSync(database.filename)
   const timeoutMs = Duration.toMillis(timeout)
   const begin = database.prepare("BEGIN IMMEDIATE")
   const commit = database.prepare("COMMIT")
@@ -145,13 +150,16 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
       if (queue.length > 0) schedule()
       return
     }
-    for (let i = 0; i < batch.length; i++) {
-      const result = results[i]
-      if (result === undefined) continue
-      batch[i].resume(
-        result.ok ? Effect.succeed(result.value) : Effect.fail(failedWith("Failed to execute statement")(result.value))
-      )
-    }
+    walSync.afterSync((error) => {
+      if (error !== null) return failAll(batch, failedWith("Failed to sync the commit to disk")(error))
+      for (let i = 0; i < batch.length; i++) {
+        const result = results[i]
+        if (result === undefined) continue
+        batch[i].resume(
+          result.ok ? Effect.succeed(result.value) : Effect.fail(failedWith("Failed to execute statement")(result.value))
+        )
+      }
+    })
     if (queue.length > 0) schedule()
   }
 
@@ -179,6 +187,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     closed = true
     if (retryTimer !== undefined) clearTimeout(retryTimer)
     failAll(queue.splice(0), failedWith("The database is closed")(new Error("closed")))
+    walSync.close()
   }
 
   return { database, write, close }
