@@ -3,37 +3,23 @@
  * The server logs to stdout; the other commands log to stderr, so their stdout carries only their output.
  */
 import { Context, Effect, Layer, Logger } from "effect"
-import { writeSync } from "node:fs"
 import { LogFormatConfig, LogLevelConfig } from "./Config.js"
+import { makeLineWriter } from "./LineWriter.js"
+
+/** At most this much log (in characters) waits for a slow reader of stdout; past it, whole lines are dropped. */
+export const MAX_BUFFERED_LOG_CHARS = 8 * 1024 * 1024
 
 /**
- * JSON lines to stdout, written in batches: the lines of one turn of the event loop go out in one write at the end of
- * it (a write per line cost more than the rest of a request), and whatever is pending when the process exits is
- * written then. The order of lines is kept.
+ * JSON lines to stdout, whole, in order, in one write per turn of the event loop (a write per line cost more than the
+ * rest of a request), waiting for a slow reader without holding the event loop (`LineWriter.ts`); whatever is pending
+ * when the process exits is written then.
  */
-const stdoutLines = (() => {
-  let pending: Array<string> = []
-  let scheduled = false
-  const flush = () => {
-    scheduled = false
-    if (pending.length === 0) return
-    const text = pending.join("")
-    pending = []
-    try {
-      writeSync(1, text)
-    } catch {
-      // stdout is gone: nothing else to tell it to
-    }
-  }
-  process.on("exit", flush)
-  return (line: string) => {
-    pending.push(line + "\n")
-    if (!scheduled) {
-      scheduled = true
-      setImmediate(flush)
-    }
-  }
-})()
+const stdout = makeLineWriter(1, { maxBufferedChars: MAX_BUFFERED_LOG_CHARS, exitWaitMs: 5000 })
+process.on("exit", stdout.flushSync)
+const stdoutLines = stdout.line
+
+/** How many log lines were dropped so far because stdout's reader was too slow (for a metric). */
+export const droppedLogLines = (): number => stdout.dropped()
 
 export interface RequestLogFields {
   readonly requestId: string

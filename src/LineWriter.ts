@@ -1,0 +1,126 @@
+/**
+ * Log lines to a file descriptor (stdout), whole and in order, without holding the event loop and within bounded
+ * memory. Under Bun, stdout on a pipe is non-blocking: a write may take part of what it is given, or none of it
+ * (`EAGAIN`) while the reader is slow. So lines are queued and written in batches — the lines of one turn of the event
+ * loop in one write at the end of it — the rest of a partial write is written next, and on `EAGAIN` the writer waits
+ * for the pipe on a timer, backing off, while the service goes on. Past `maxBufferedChars` waiting, new lines are
+ * dropped whole (never cut), counted, and a warning line says how many once there is room again. At exit, what is
+ * left is written synchronously, waiting for the pipe up to `exitWaitMs`.
+ */
+import { writeSync } from "node:fs"
+
+export interface LineWriterOptions {
+  /** How much may wait to be written, in characters (about bytes for JSON lines); past it, lines are dropped. */
+  readonly maxBufferedChars: number
+  /** At exit, how long to wait for a full pipe before giving up on what is left. */
+  readonly exitWaitMs: number
+  /** The write itself (a test may stand in for the pipe): returns the bytes written, throws `EAGAIN` when full. */
+  readonly write?: (fd: number, data: Uint8Array) => number
+  /** The warning line that reports dropped lines. */
+  readonly droppedLine?: (dropped: number) => string
+}
+
+export interface LineWriter {
+  /** Queues one line (without its newline). */
+  readonly line: (text: string) => void
+  /** How many lines were dropped so far because the reader was too slow. */
+  readonly dropped: () => number
+  /** Writes everything queued now, waiting for the pipe (at exit). */
+  readonly flushSync: () => void
+}
+
+const FIRST_WAIT_MS = 1
+const LONGEST_WAIT_MS = 50
+
+const isAgain = (error: unknown) => (error as { code?: unknown } | null)?.code === "EAGAIN"
+
+/** The JSON logger's shape, for the line that reports dropped lines. */
+export const jsonDroppedLine = (dropped: number) =>
+  `{"message":"log lines dropped: the reader of the log is too slow","logLevel":"WARN","timestamp":"${
+    new Date().toISOString()
+  }","annotations":{"droppedLines":${dropped}},"spans":{},"fiberId":"#0"}`
+
+export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWriter => {
+  const write = options.write ?? ((descriptor: number, data: Uint8Array) => writeSync(descriptor, data))
+  const droppedLine = options.droppedLine ?? jsonDroppedLine
+  /** Whole lines not yet handed to the pipe, and the rest of a batch the pipe took part of. */
+  let queued: Array<string> = []
+  let rest: Uint8Array | undefined
+  let queuedChars = 0
+  let droppedTotal = 0
+  let droppedUnreported = 0
+  let scheduled = false
+  let waitTimer: ReturnType<typeof setTimeout> | undefined
+  let waitMs = FIRST_WAIT_MS
+  let broken = false
+
+  const enqueue = (text: string) => {
+    queued.push(text)
+    queuedChars += text.length
+  }
+
+  /** Writes what it can without waiting; true when everything queued is written. */
+  const writeSome = (): boolean => {
+    for (;;) {
+      if (broken) {
+        queued = []
+        queuedChars = 0
+        rest = undefined
+        return true
+      }
+      if (rest === undefined) {
+        if (queued.length === 0) {
+          if (droppedUnreported === 0) return true
+          enqueue(droppedLine(droppedUnreported) + "\n")
+          droppedUnreported = 0
+        }
+        rest = Buffer.from(queued.join(""))
+        queued = []
+        queuedChars = 0
+      }
+      let written: number
+      try {
+        written = write(fd, rest)
+      } catch (error) {
+        if (isAgain(error)) return false
+        broken = true // stdout is gone: nothing else to tell it to
+        continue
+      }
+      if (written > 0) waitMs = FIRST_WAIT_MS // the reader is reading: the next wait starts short again
+      rest = written >= rest.length ? undefined : rest.subarray(written)
+    }
+  }
+
+  const flush = () => {
+    scheduled = false
+    waitTimer = undefined
+    if (writeSome()) return
+    // The pipe is full: try again later, without holding the event loop meanwhile.
+    waitTimer = setTimeout(flush, waitMs)
+    waitMs = Math.min(waitMs * 2, LONGEST_WAIT_MS)
+  }
+
+  const line = (text: string) => {
+    if (queuedChars + (rest?.length ?? 0) + text.length + 1 > options.maxBufferedChars) {
+      droppedTotal++
+      droppedUnreported++
+      return
+    }
+    if (droppedUnreported > 0) {
+      enqueue(droppedLine(droppedUnreported) + "\n")
+      droppedUnreported = 0
+    }
+    enqueue(text + "\n")
+    if (!scheduled && waitTimer === undefined) {
+      scheduled = true
+      setImmediate(flush)
+    }
+  }
+
+  const flushSync = () => {
+    const deadline = Date.now() + options.exitWaitMs
+    while (!writeSome() && Date.now() < deadline) Bun.sleepSync(1)
+  }
+
+  return { line, dropped: () => droppedTotal, flushSync }
+}

@@ -1,0 +1,80 @@
+/**
+ * The log's line writer against a stand-in for a slow pipe: partial writes are finished and `EAGAIN` waited for,
+ * lines come out whole and in order; past the bound, whole lines are dropped and a warning line counts them.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { jsonDroppedLine, makeLineWriter } from "../src/LineWriter.js"
+
+/** A pipe that takes at most `chunk` bytes a write, refuses every other write with EAGAIN, and can be shut. */
+const slowPipe = (chunk: number) => {
+  const received: Array<Uint8Array> = []
+  let calls = 0
+  let open = true
+  const again = () => Object.assign(new Error("EAGAIN: resource temporarily unavailable"), { code: "EAGAIN" })
+  return {
+    write: (_fd: number, data: Uint8Array) => {
+      calls++
+      if (!open || calls % 2 === 0) throw again()
+      const taken = data.subarray(0, chunk)
+      received.push(Uint8Array.from(taken))
+      return taken.length
+    },
+    text: () => Buffer.concat(received).toString("utf8"),
+    shut: () => (open = false),
+    reopen: () => (open = true)
+  }
+}
+
+const drained = async (done: () => boolean) => {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 5))
+}
+
+const lineOf = (i: number) => JSON.stringify({ message: "request", n: i, text: "é".repeat(i % 5) })
+
+describe("LineWriter", () => {
+  it("finishes partial writes and waits out EAGAIN: every line whole, in order", async () => {
+    const pipe = slowPipe(61)
+    const writer = makeLineWriter(1, { maxBufferedChars: 1 << 20, exitWaitMs: 1000, write: pipe.write })
+    const lines = Array.from({ length: 200 }, (_, i) => lineOf(i))
+    for (const line of lines) writer.line(line)
+    const expected = lines.join("\n") + "\n"
+    await drained(() => pipe.text() === expected)
+    expect(pipe.text()).toBe(expected)
+    expect(writer.dropped()).toBe(0)
+  })
+
+  it("past the bound drops whole lines and reports how many in a warning line once there is room", async () => {
+    const pipe = slowPipe(1 << 20)
+    pipe.shut()
+    const writer = makeLineWriter(1, {
+      maxBufferedChars: 2000,
+      exitWaitMs: 1000,
+      write: pipe.write,
+      droppedLine: (n) => `dropped ${n}`
+    })
+    const lines = Array.from({ length: 100 }, (_, i) => `line ${String(i).padStart(3, "0")} ${"x".repeat(40)}`)
+    for (const line of lines.slice(0, 90)) writer.line(line)
+    expect(writer.dropped()).toBeGreaterThan(0)
+    const dropped = writer.dropped()
+    pipe.reopen()
+    await drained(() => pipe.text().split("\n").length > 90 - dropped)
+    for (const line of lines.slice(90)) writer.line(line)
+    await drained(() => pipe.text().endsWith(`${lines[99]}\n`))
+    const out = pipe.text().split("\n").slice(0, -1)
+    const kept = 90 - dropped
+    expect(out).toEqual([...lines.slice(0, kept), `dropped ${dropped}`, ...lines.slice(90)])
+  })
+
+  it("flushSync writes what is queued before the process exits", () => {
+    const pipe = slowPipe(5)
+    const writer = makeLineWriter(1, { maxBufferedChars: 1 << 20, exitWaitMs: 1000, write: pipe.write })
+    writer.line("last words")
+    writer.line("really")
+    writer.flushSync()
+    expect(pipe.text()).toBe("last words\nreally\n")
+  })
+
+  it("the JSON warning line is one JSON object with the count", () => {
+    expect(JSON.parse(jsonDroppedLine(12))).toMatchObject({ logLevel: "WARN", annotations: { droppedLines: 12 } })
+  })
+})
