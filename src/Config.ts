@@ -42,6 +42,12 @@ export const LogFormatConfig = Config.literal("json", "pretty")("LOG_FORMAT").pi
 /** How long requests in flight may take to finish after SIGTERM/SIGINT (e.g. `10 seconds`, `500 millis`). */
 export const ShutdownTimeout = Config.duration("SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(10)))
 
+/**
+ * After SIGTERM/SIGINT, how long the listener keeps serving with readiness already 503, so that a load balancer that
+ * polls `/readyz` stops sending before connections are refused (`0 seconds`: no delay).
+ */
+export const ShutdownDelay = Config.duration("SHUTDOWN_DELAY").pipe(Config.withDefault(Duration.seconds(5)))
+
 /** `CORS_ORIGINS`: a comma-separated list of origins, or `*`; unset, CORS is off. */
 export const CorsOrigins = Config.array(
   Config.string().pipe(

@@ -1,7 +1,9 @@
 /**
  * Bun's listener in front of the web handler, and its graceful drain.
  */
-import { type Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
+import { idleTimeoutSeconds } from "./Deadlines.js"
+import type { Dispatcher } from "./Dispatch.js"
 import { type AppOptions, WebHandler, WebHandlerLive } from "./Http.js"
 import { Lifecycle } from "./Lifecycle.js"
 
@@ -10,19 +12,56 @@ export interface ListenOptions {
   readonly port: number
   /** How long in-flight requests may take to finish after SIGTERM/SIGINT before they are cut off. */
   readonly shutdownTimeout: Duration.Duration
+  /** After SIGTERM/SIGINT, how long the listener keeps serving with readiness 503 before it stops accepting. */
+  readonly shutdownDelay: Duration.Duration
+  /** The request deadline (`REQUEST_TIMEOUT`): a connection's idle timeout is set past it. */
+  readonly requestTimeout: Duration.Duration
   /** Fields for the start-up log line (database, version). */
   readonly describe?: Record<string, string>
 }
 
 /**
- * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503 at once, the listener stops
- * accepting, the requests in flight finish with their real answers (up to `shutdownTimeout`, then the rest are cut
- * off), and only then do the layers below it — the database among them — close.
+ * While draining, every answer carries `Connection: close`, so that Bun closes a keep-alive connection once its
+ * request is answered and the client opens a new one (to another replica, once the load balancer has seen readiness
+ * turn 503) instead of sending its next request on a connection that is about to close.
+ */
+const closingWhileDraining = (handler: Dispatcher, draining: () => boolean) => {
+  const close = (response: Response): Response => {
+    if (draining()) {
+      try {
+        response.headers.set("connection", "close")
+      } catch {
+        // immutable headers: Bun closes the connection when the listener stops
+      }
+    }
+    return response
+  }
+  const wrap = <Args extends Array<any>>(answer: (...args: Args) => Response | Promise<Response>) =>
+  (...args: Args): Response | Promise<Response> => {
+    const response = answer(...args)
+    if (!draining()) return response
+    return response instanceof Response ? close(response) : response.then(close)
+  }
+  const routes: Dispatcher["routes"] = {}
+  for (const [path, methods] of Object.entries(handler.routes)) {
+    routes[path] = Object.fromEntries(Object.entries(methods).map(([method, answer]) => [method, wrap(answer)]))
+  }
+  return { routes, fetch: wrap(handler) }
+}
+
+/**
+ * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503 at once and every answer closes its
+ * connection, while the listener keeps serving for `shutdownDelay` (a load balancer polling `/readyz` stops sending
+ * meanwhile); then it stops accepting, the requests in flight finish with their real answers (up to `shutdownTimeout`,
+ * then the rest are cut off), and only then do the layers below it — the database among them — close. A connection's
+ * idle timeout (which Bun also applies while a request is answered) is set past the request deadline.
  */
 export const ListenerLive = (options: ListenOptions) =>
   Layer.scopedDiscard(Effect.gen(function*() {
     const handler = yield* WebHandler
     const lifecycle = yield* Lifecycle
+    let draining = false
+    const served = closingWhileDraining(handler, () => draining)
     const server = yield* Effect.acquireRelease(
       Effect.try({
         try: () =>
@@ -30,8 +69,9 @@ export const ListenerLive = (options: ListenOptions) =>
             hostname: options.host,
             port: options.port,
             // The direct routes, matched by Bun itself; every other request goes to the dispatcher.
-            routes: handler.routes,
-            fetch: handler,
+            routes: served.routes,
+            fetch: served.fetch,
+            idleTimeout: idleTimeoutSeconds(options.requestTimeout),
             // Bodies are limited by the middleware (a JSON 413 past 64 KiB, read no further), not by Bun's bare 413.
             maxRequestBodySize: Number.MAX_SAFE_INTEGER
           }),
@@ -40,6 +80,13 @@ export const ListenerLive = (options: ListenOptions) =>
       (server) =>
         Effect.gen(function*() {
           yield* lifecycle.startDrain
+          draining = true
+          if (Duration.toMillis(options.shutdownDelay) > 0) {
+            yield* Effect.logInfo("shutting down: not ready; serving until the delay is over").pipe(
+              Effect.annotateLogs("shutdownDelay", Duration.format(options.shutdownDelay))
+            )
+            yield* Effect.sleep(options.shutdownDelay)
+          }
           yield* Effect.logInfo("draining").pipe(Effect.annotateLogs("inFlight", server.pendingRequests))
           // A finalizer is uninterruptible: the wait is made interruptible so that the timeout can end it.
           const drained = yield* Effect.promise(() => server.stop(false)).pipe(

@@ -4,7 +4,8 @@
  */
 import { Config, Effect, Layer, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
-import { CorsOrigins, Host, Port, ServersConfig, ShutdownTimeout, TracingEnabled } from "./Config.js"
+import { CorsOrigins, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout, TracingEnabled } from "./Config.js"
+import { RequestTimeoutConfig } from "./Deadlines.js"
 import { HttpLive } from "./Listener.js"
 import { LoggingLive } from "./Logging.js"
 import * as Sql from "./Sql.js"
@@ -31,6 +32,8 @@ export const serve = (options: ServeOptions) =>
         servers: yield* ServersConfig,
         corsOrigins: yield* CorsOrigins,
         shutdownTimeout: yield* ShutdownTimeout,
+        shutdownDelay: yield* ShutdownDelay,
+        requestTimeout: yield* RequestTimeoutConfig,
         describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
       }).pipe(Layer.provide(Sql.layer(options.database)))
     ).pipe(Effect.withTracerEnabled(tracing))

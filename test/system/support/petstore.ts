@@ -77,7 +77,10 @@ export interface Spawned {
   readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
 }
 
-/** Starts a command of the executable (JSON logs unless `env` says otherwise); killed by `stopAll` if still running. */
+/**
+ * Starts a command of the executable (JSON logs and no SHUTDOWN_DELAY unless `env` says otherwise); killed by `stopAll`
+ * if still running.
+ */
 export const spawnPetstore = (
   args: ReadonlyArray<string>,
   env: Record<string, string>,
@@ -85,7 +88,13 @@ export const spawnPetstore = (
 ): Spawned => {
   const child = spawn(BINARY, args, {
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
-    env: { ...(options.inheritEnv === false ? { PATH: process.env.PATH ?? "" } : process.env), LOG_FORMAT: "json", ...env },
+    // No delay between SIGTERM and the drain unless a test asks for one (test/system/DrainKeepAlive.test.ts).
+    env: {
+      ...(options.inheritEnv === false ? { PATH: process.env.PATH ?? "" } : process.env),
+      LOG_FORMAT: "json",
+      SHUTDOWN_DELAY: "0 seconds",
+      ...env
+    },
     stdio: ["ignore", "pipe", "pipe"]
   })
   running.add(child)

@@ -1,0 +1,53 @@
+/**
+ * How long a request may take, and how that fits with the database's own timeouts and with Bun's connection idle
+ * timeout. `REQUEST_TIMEOUT` (default 15 seconds) bounds every request: past it the request is answered 503
+ * `unavailable`. The database gives up first, so that a request that waits for it fails with the database's own reason
+ * before the deadline: one database operation waits at most for a connection of the pool (`DB_CONNECT_TIMEOUT`, on
+ * PostgreSQL), then for its statement (`DB_QUERY_TIMEOUT`; on SQLite, how long a write waits for a busy database),
+ * plus the second the client gives a silent server (`query_timeout`); `REQUEST_TIMEOUT` must be longer than that sum.
+ * Bun's idle timeout of a connection, which also counts while a request is being answered, is set past the deadline,
+ * so that it never cuts a request in flight.
+ */
+import { Config, ConfigError, Duration, Either } from "effect"
+import { PostgresTimeoutsConfig } from "./Sql.js"
+
+/** The client's grace on PostgreSQL past the statement timeout (`query_timeout`, see `Sql.ts`). */
+const CLIENT_GRACE = Duration.seconds(1)
+
+/** Bun's idle timeout counts whole seconds, up to 255; it is set this much past the request deadline. */
+const IDLE_MARGIN_SECONDS = 5
+const MAX_IDLE_SECONDS = 255
+const MAX_REQUEST_TIMEOUT = Duration.seconds(MAX_IDLE_SECONDS - IDLE_MARGIN_SECONDS)
+
+/** The longest one database operation can take before the database (or its client) gives up. */
+export const databaseBound = (timeouts: { readonly connect: Duration.Duration; readonly query: Duration.Duration }) =>
+  Duration.sum(Duration.sum(timeouts.connect, timeouts.query), CLIENT_GRACE)
+
+/** `REQUEST_TIMEOUT`, checked against the database's timeouts (the database gives up first) and Bun's bound. */
+export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all({
+  request: Config.duration("REQUEST_TIMEOUT").pipe(Config.withDefault(Duration.seconds(15))),
+  database: PostgresTimeoutsConfig
+}).pipe(
+  Config.mapOrFail(({ database, request }) => {
+    const bound = databaseBound(database)
+    if (!Duration.greaterThan(request, bound)) {
+      return Either.left(ConfigError.InvalidData(
+        ["REQUEST_TIMEOUT"],
+        `Expected a duration longer than DB_CONNECT_TIMEOUT + DB_QUERY_TIMEOUT + 1 second (${
+          Duration.format(bound)
+        }), so that the database gives up before the request does, but got ${Duration.format(request)}`
+      ))
+    }
+    if (Duration.greaterThan(request, MAX_REQUEST_TIMEOUT)) {
+      return Either.left(ConfigError.InvalidData(
+        ["REQUEST_TIMEOUT"],
+        `Expected a duration of at most ${Duration.format(MAX_REQUEST_TIMEOUT)}, but got ${Duration.format(request)}`
+      ))
+    }
+    return Either.right(request)
+  })
+)
+
+/** Bun's `idleTimeout` (seconds) for a request deadline: past the deadline, so that a request is answered first. */
+export const idleTimeoutSeconds = (requestTimeout: Duration.Duration): number =>
+  Math.min(MAX_IDLE_SECONDS, Math.ceil(Duration.toSeconds(requestTimeout)) + IDLE_MARGIN_SECONDS)
