@@ -8,8 +8,11 @@
  * Bun's idle timeout of a connection, which also counts while a request is being answered, is set past the deadline,
  * so that it never cuts a request in flight.
  */
-import { Config, ConfigError, Duration, Either } from "effect"
+import { Config, ConfigError, Duration, Effect, Either } from "effect"
+import { type Unavailable, unavailable } from "./Domain/Errors.js"
+import { addResponseHeaders } from "./ResponseHeaders.js"
 import { PostgresTimeoutsConfig } from "./Sql.js"
+import { RETRY_AFTER_HEADERS } from "./Unavailable.js"
 
 /** The client's grace on PostgreSQL past the statement timeout (`query_timeout`, see `Sql.ts`). */
 const CLIENT_GRACE = Duration.seconds(1)
@@ -51,3 +54,22 @@ export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all
 /** Bun's `idleTimeout` (seconds) for a request deadline: past the deadline, so that a request is answered first. */
 export const idleTimeoutSeconds = (requestTimeout: Duration.Duration): number =>
   Math.min(MAX_IDLE_SECONDS, Math.ceil(Duration.toSeconds(requestTimeout)) + IDLE_MARGIN_SECONDS)
+
+/** The answer to a request that did not finish within REQUEST_TIMEOUT. */
+export const deadlineExceeded = (): Unavailable =>
+  unavailable("The request did not finish within the time the server allows; try again shortly.")
+
+/**
+ * The deadline stage around a request's handling: its own outcome, or, once `timeout` has passed, the request is
+ * interrupted and fails with a 503 `unavailable` (with `Retry-After`).
+ */
+export const withRequestDeadline = (timeout: Duration.Duration) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Unavailable, R> =>
+  effect.pipe(
+    Effect.timeoutTo({
+      duration: timeout,
+      onSuccess: (value): Effect.Effect<A, Unavailable> => Effect.succeed(value),
+      onTimeout: () => Effect.zipRight(addResponseHeaders(RETRY_AFTER_HEADERS), Effect.fail(deadlineExceeded()))
+    }),
+    Effect.flatten
+  )
