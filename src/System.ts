@@ -7,10 +7,14 @@ import { Chunk, Context, Effect, Layer, Option } from "effect"
 import { documentedApi, openApiDocument, type Servers } from "./Api.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { errorResponse } from "./Middleware.js"
+import { RETRY_AFTER_HEADERS } from "./Unavailable.js"
 
 export const SYSTEM_PATHS = ["/healthz", "/readyz", "/openapi.json", "/docs"] as const
 
 const READY_TIMEOUT = "2 seconds"
+
+/** A 503 of readiness, with `Retry-After` as every 503. */
+const notReady = (message: string) => HttpServerResponse.setHeaders(errorResponse(503, "unavailable", message), RETRY_AFTER_HEADERS)
 
 export const SystemRoutesLive = (servers: Servers) =>
   HttpApiBuilder.Router.use((router) =>
@@ -21,7 +25,7 @@ export const SystemRoutesLive = (servers: Servers) =>
 
       /** Ready while serving and while the database answers (a read of the catalogue) within READY_TIMEOUT. */
       const readiness = Effect.if(lifecycle.draining, {
-        onTrue: () => Effect.succeed(errorResponse(503, "unavailable", "The server is shutting down.")),
+        onTrue: () => Effect.succeed(notReady("The server is shutting down.")),
         onFalse: () =>
           sql`SELECT 1 FROM pets LIMIT 1`.pipe(
             // The answer does not wait for an unanswered query to be cancelled: that happens in the background.
@@ -31,7 +35,7 @@ export const SystemRoutesLive = (servers: Servers) =>
             Effect.catchAll((error) =>
               Effect.as(
                 Effect.logWarning("readiness check failed", error),
-                errorResponse(503, "unavailable", "The database does not answer.")
+                notReady("The database does not answer.")
               )
             )
           )

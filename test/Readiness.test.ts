@@ -10,7 +10,7 @@ import { Outage, OutageSqlLive } from "./support/outage.js"
 const get = (server: Server, path: string, key?: string) =>
   Effect.promise(async () => {
     const response = await server.fetch(path, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } })
-    return { status: response.status, body: await response.json() }
+    return { status: response.status, body: await response.json(), retryAfter: response.headers.get("retry-after") }
   })
 
 describe("readiness", () => {
@@ -20,8 +20,8 @@ describe("readiness", () => {
       expect((yield* get(server, "/readyz")).status).toBe(200)
       yield* server.lifecycle.startDrain
       const ready = yield* get(server, "/readyz")
-      expect(ready).toEqual({ status: 503, body: { code: "unavailable", message: expect.any(String), status: 503 } })
-      expect(yield* get(server, "/healthz")).toEqual({ status: 200, body: { status: "ok" } })
+      expect(ready).toEqual({ status: 503, body: { code: "unavailable", message: expect.any(String), status: 503 }, retryAfter: "1" })
+      expect(yield* get(server, "/healthz")).toEqual({ status: 200, body: { status: "ok" }, retryAfter: null })
     }))
 
   it.scoped("is 503 while the database cannot answer, and 200 again once it can; the API answers 503 meanwhile", () =>
@@ -33,12 +33,12 @@ describe("readiness", () => {
 
       yield* outage.set(true)
       const unavailable = { status: 503, body: { code: "unavailable", message: expect.any(String), status: 503 } }
-      expect(yield* get(server, "/readyz")).toEqual(unavailable)
-      expect(yield* get(server, "/v1/pets", server.key)).toEqual(unavailable)
+      expect(yield* get(server, "/readyz")).toEqual({ ...unavailable, retryAfter: "1" })
+      expect(yield* get(server, "/v1/pets", server.key)).toMatchObject(unavailable)
       expect((yield* get(server, "/healthz")).status).toBe(200)
 
       yield* outage.set(false)
       expect((yield* get(server, "/readyz")).status).toBe(200)
-      expect(yield* get(server, "/v1/pets", server.key)).toEqual({ status: 200, body: [] })
+      expect(yield* get(server, "/v1/pets", server.key)).toMatchObject({ status: 200, body: [] })
     }))
 })
