@@ -15,7 +15,7 @@ export interface LineWriterOptions {
   /** At exit, how long to wait for a full pipe before giving up on what is left. */
   readonly exitWaitMs: number
   /** The write itself (a test may stand in for the pipe): returns the bytes written, throws `EAGAIN` when full. */
-  readonly write?: (fd: number, data: Uint8Array) => number
+  readonly write?: (fd: number, data: string | Uint8Array) => number
   /** The warning line that reports dropped lines. */
   readonly droppedLine?: (dropped: number) => string
 }
@@ -41,11 +41,13 @@ export const jsonDroppedLine = (dropped: number) =>
   }","annotations":{"droppedLines":${dropped}},"spans":{},"fiberId":"#0"}`
 
 export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWriter => {
-  const write = options.write ?? ((descriptor: number, data: Uint8Array) => writeSync(descriptor, data))
+  const write = options.write ??
+    ((descriptor: number, data: string | Uint8Array) =>
+      typeof data === "string" ? writeSync(descriptor, data) : writeSync(descriptor, data))
   const droppedLine = options.droppedLine ?? jsonDroppedLine
   /** Whole lines not yet handed to the pipe, and the rest of a batch the pipe took part of. */
   let queued: Array<string> = []
-  let rest: Uint8Array | undefined
+  let rest: string | Uint8Array | undefined
   let queuedChars = 0
   let droppedTotal = 0
   let droppedUnreported = 0
@@ -74,7 +76,7 @@ export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWrit
           enqueue(droppedLine(droppedUnreported) + "\n")
           droppedUnreported = 0
         }
-        rest = Buffer.from(queued.join(""))
+        rest = queued.length === 1 ? queued[0] : queued.join("")
         queued = []
         queuedChars = 0
       }
@@ -87,7 +89,10 @@ export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWrit
         continue
       }
       if (written > 0) waitMs = FIRST_WAIT_MS // the reader is reading: the next wait starts short again
-      rest = written >= rest.length ? undefined : rest.subarray(written)
+      // A string goes to the pipe as is (no copy); only the rest of a partial write is turned into bytes.
+      const bytes = typeof rest === "string" ? Buffer.byteLength(rest) : rest.length
+      if (written >= bytes) rest = undefined
+      else rest = (typeof rest === "string" ? Buffer.from(rest) : rest).subarray(written)
     }
   }
 

@@ -12,10 +12,10 @@ const slowPipe = (chunk: number) => {
   let open = true
   const again = () => Object.assign(new Error("EAGAIN: resource temporarily unavailable"), { code: "EAGAIN" })
   return {
-    write: (_fd: number, data: Uint8Array) => {
+    write: (_fd: number, data: string | Uint8Array) => {
       calls++
       if (!open || calls % 2 === 0) throw again()
-      const taken = data.subarray(0, chunk)
+      const taken = (typeof data === "string" ? Buffer.from(data) : data).subarray(0, chunk)
       received.push(Uint8Array.from(taken))
       return taken.length
     },

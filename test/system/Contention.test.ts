@@ -37,8 +37,9 @@ describe("another process holds the write lock", () => {
     const creates = Promise.all(Array.from({ length: 6 }, (_, i) => create(`Locked ${i}`)))
     await new Promise((done) => setTimeout(done, 200))
     const health = await Promise.all(Array.from({ length: 5 }, () => timed(() => fetch(`${server.origin}/healthz`))))
+    const ready = await timed(() => fetch(`${server.origin}/readyz`))
     const read = await timed(() => fetch(`${server.origin}/v1/pets`, { headers }))
-    for (const answer of [...health, read]) {
+    for (const answer of [...health, ready, read]) {
       expect(answer.response.status).toBe(200)
       expect(answer.ms).toBeLessThan(1000)
     }
