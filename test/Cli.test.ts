@@ -131,6 +131,7 @@ describe("petstore command line", { timeout: 120_000 }, () => {
         .flatMap((operations) => Object.values(operations).map((operation) => operation.operationId))
       expect(operationIds.sort()).toEqual(["createPet", "getPet", "listPets"])
       expect(document.servers.map((server: { url: string }) => server.url)).toEqual([
+        "/v1",
         "https://pets.example.test/v1",
         "http://staging.pets.example.test/v1"
       ])

@@ -24,7 +24,8 @@ export const PetId = Schema.Int.pipe(
     format: "int64",
     minimum: 1,
     maximum: MAX_SAFE_ID,
-    description: "Unique identifier, assigned by the service on creation."
+    description: "Unique identifier, assigned by the service on creation.",
+    examples: [1]
   }
 })
 export type PetId = typeof PetId.Type
@@ -39,7 +40,8 @@ export const CategoryId = Schema.Int.pipe(
     format: "int64",
     minimum: 1,
     maximum: MAX_SAFE_ID,
-    description: "Identifier of the category the animal belongs to (a positive integer below 2^53)."
+    description: "Identifier of the category the animal belongs to (a positive integer below 2^53).",
+    examples: [1]
   }
 })
 
@@ -62,7 +64,13 @@ export const PetName = Schema.Trimmed.pipe(
     message: () => `must be at most ${NAME_MAX_LENGTH} characters`
   })
 ).annotations({
-  jsonSchema: { type: "string", minLength: 1, maxLength: NAME_MAX_LENGTH, description: "The animal's name." }
+  jsonSchema: {
+    type: "string",
+    minLength: 1,
+    maxLength: NAME_MAX_LENGTH,
+    description: "The animal's name.",
+    examples: ["Rex"]
+  }
 })
 
 /**
@@ -86,7 +94,8 @@ export const PetNameInput = Schema.compose(
     minLength: 1,
     maxLength: NAME_MAX_LENGTH,
     description: "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed), " +
-      "without control characters."
+      "without control characters.",
+    examples: ["Rex"]
   }
 })
 
@@ -100,7 +109,11 @@ export const NewPet = Schema.Struct({
     description: "Availability status; `available` when omitted.",
     default: DEFAULT_STATUS
   })
-}).annotations({ identifier: "NewPet", description: "An animal to add to the catalogue." })
+}).annotations({
+  identifier: "NewPet",
+  description: "An animal to add to the catalogue.",
+  examples: [{ name: "Rex", categoryId: 1, status: "available" }]
+})
 export type NewPet = typeof NewPet.Type
 
 export const Pet = Schema.Struct({
@@ -108,10 +121,21 @@ export const Pet = Schema.Struct({
   name: PetName,
   categoryId: CategoryId,
   status: PetStatus
-}).annotations({ identifier: "Pet", description: "An animal of the catalogue." })
+}).annotations({
+  identifier: "Pet",
+  description: "An animal of the catalogue.",
+  examples: [{ id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" }]
+})
 export type Pet = typeof Pet.Type
 
-export const Pets = Schema.Array(Pet).annotations({ identifier: "Pets", description: "A page of animals, ordered by id." })
+export const Pets = Schema.Array(Pet).annotations({
+  identifier: "Pets",
+  description: "A page of animals, ordered by id.",
+  examples: [[
+    { id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" },
+    { id: PetId.make(2), name: "Tom", categoryId: 2, status: "sold" }
+  ]]
+})
 
 export const LIMIT_MIN = 1
 export const LIMIT_MAX = 100
