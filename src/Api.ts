@@ -1,8 +1,6 @@
 /**
- * The petstore API, declared once. The OpenAPI document, the docs page, the server and the typed client all derive
- * from it; this module imports no implementation, so a client can import it alone:
- *
- *     const client = yield* HttpApiClient.make(Api, { baseUrl: "https://api.petstore.example/v1" })
+ * The petstore API, declared once. The OpenAPI document, the docs page, the server and the typed client (`Client.ts`)
+ * all derive from it; it and the declarations it imports need only `effect` and `@effect/platform`.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
 import { PetsApi } from "./Pets/Api.js"
