@@ -93,9 +93,13 @@ export const LogLevelConfig = Config.literal("debug", "info", "warning", "error"
   Config.map((name) => levels[name])
 )
 
-export const LogFormatConfig = Config.literal("json", "pretty")("LOG_FORMAT").pipe(
-  Config.withDefault(process.stdout.isTTY ? "pretty" as const : "json" as const)
-)
+/** `LOG_FORMAT`; by default pretty when the logs go to a terminal, JSON lines otherwise. */
+export const logFormat = (target: "stdout" | "stderr") =>
+  Config.literal("json", "pretty")("LOG_FORMAT").pipe(
+    Config.withDefault((target === "stderr" ? process.stderr : process.stdout).isTTY ? "pretty" as const : "json" as const)
+  )
+
+export const LogFormatConfig = logFormat("stdout")
 
 /** How long requests in flight may take to finish after SIGTERM/SIGINT (e.g. `10s`, `500ms`). */
 export const ShutdownTimeout = duration("SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(10)))
