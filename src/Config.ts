@@ -33,6 +33,11 @@ const UNITS: Record<string, Duration.DurationInput> = {
 
 export const DURATION_RULE = "must be a duration such as 2s, 500ms, 2 seconds or 1 minute"
 
+/** `name`: one of the given words (`LOG_LEVEL must be one of debug, info, warning, error (got "loud")`). */
+export const oneOf = <const A extends string>(name: string, values: ReadonlyArray<A>): Config.Config<A> =>
+  variable(name, (text) =>
+    values.includes(text as A) ? Either.right(text as A) : Either.left(`must be one of ${values.join(", ")}`))
+
 /** A duration: a number and a unit (ms, s, m, h, or their names: `500ms`, `2s`, `2 seconds`, `1.5 minutes`). */
 export const parseDuration = (text: string): Either.Either<Duration.Duration, string> => {
   const match = /^([0-9]+(?:\.[0-9]+)?) ?([a-z]+)$/i.exec(text)
@@ -66,15 +71,11 @@ export const describeConfigError = (error: ConfigError.ConfigError): string => {
 export const Host = Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
 export const Port = port("PORT").pipe(Config.withDefault(8080))
 
-// Validated before the default is added, so that a bad value's error names the variable.
 const httpUrl = (name: string, fallback: string) =>
-  Config.string(name).pipe(
-    Config.validate({
-      message: "Expected an absolute http(s) URL",
-      validation: (value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol)
-    }),
-    Config.withDefault(fallback)
-  )
+  variable(name, (value) =>
+    URL.canParse(value) && /^https?:$/.test(new URL(value).protocol)
+      ? Either.right(value)
+      : Either.left("must be an absolute http(s) URL such as https://api.example.com/v1")).pipe(Config.withDefault(fallback))
 
 export const ServersConfig: Config.Config<Servers> = Config.all({
   production: httpUrl("PUBLIC_URL", "https://api.petstore.example/v1"),
@@ -88,14 +89,14 @@ const levels = {
   error: LogLevel.Error
 } as const
 
-export const LogLevelConfig = Config.literal("debug", "info", "warning", "error")("LOG_LEVEL").pipe(
+export const LogLevelConfig = oneOf("LOG_LEVEL", ["debug", "info", "warning", "error"]).pipe(
   Config.withDefault("info" as const),
   Config.map((name) => levels[name])
 )
 
 /** `LOG_FORMAT`; by default pretty when the logs go to a terminal, JSON lines otherwise. */
 export const logFormat = (target: "stdout" | "stderr") =>
-  Config.literal("json", "pretty")("LOG_FORMAT").pipe(
+  oneOf("LOG_FORMAT", ["json", "pretty"]).pipe(
     Config.withDefault((target === "stderr" ? process.stderr : process.stdout).isTTY ? "pretty" as const : "json" as const)
   )
 
@@ -116,7 +117,7 @@ export const CorsOrigins = Config.array(
 ).pipe(Config.option, Config.map(Option.filter((origins) => origins.length > 0)))
 
 /** `TRACING=on` turns Effect's tracer spans on (off by default: they cost a fifth of a request's time). */
-export const TracingEnabled = Config.literal("on", "off")("TRACING").pipe(
+export const TracingEnabled = oneOf("TRACING", ["on", "off"]).pipe(
   Config.withDefault("off" as const),
   Config.map((value) => value === "on")
 )
