@@ -70,8 +70,13 @@ describe("the OpenAPI document as the docs page uses it", () => {
       // The list and get examples are the shape the service answers with.
       expect(Schema.decodeUnknownSync(Pets)(exampleOf(document, "/pets", "get", "200"))).toHaveLength(2)
       expect(Schema.decodeUnknownSync(Pet)(exampleOf(document, "/pets/{petId}", "get", "200"))).toBeDefined()
-      const fetched = yield* json(yield* call(server, `/v1/pets/${created.id}`, authorized(server.key)))
-      expect(fetched).toEqual(created)
+      // The parameters' examples are a query and a path the service answers with that pet.
+      const example = (path: string, name: string) =>
+        document.paths[path].get.parameters.find((parameter: any) => parameter.name === name).schema.examples[0]
+      const fetched = yield* call(server, `/v1/pets/${example("/pets/{petId}", "petId")}`, authorized(server.key))
+      expect(yield* json(fetched)).toEqual(created)
+      const query = `limit=${example("/pets", "limit")}&status=${example("/pets", "status")}`
+      expect(yield* json(yield* call(server, `/v1/pets?${query}`, authorized(server.key)))).toEqual([created])
     }))
 
   it.scoped("has error examples that are the answers the service gives", () =>

@@ -9,7 +9,8 @@ export const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER
 export const PetStatus = Schema.Literal("available", "pending", "sold").annotations({
   identifier: "PetStatus",
   message: () => ({ message: "must be one of available, pending, sold", override: true }),
-  description: "Availability status of an animal."
+  description: "Availability status of an animal.",
+  examples: ["available"]
 })
 export type PetStatus = typeof PetStatus.Type
 
@@ -170,12 +171,20 @@ export const Limit = PositiveIntFromString.pipe(
     minimum: LIMIT_MIN,
     maximum: LIMIT_MAX,
     default: LIMIT_DEFAULT,
-    description: `Maximum number of animals to return (${LIMIT_MIN} to ${LIMIT_MAX}, default ${LIMIT_DEFAULT}).`
+    description: `Maximum number of animals to return (${LIMIT_MIN} to ${LIMIT_MAX}, default ${LIMIT_DEFAULT}).`,
+    examples: [LIMIT_DEFAULT]
   }
 })
 
 export const PetIdFromString = PositiveIntFromString.pipe(Schema.compose(PetId)).annotations({
-  jsonSchema: { type: "integer", format: "int64", minimum: 1, maximum: MAX_SAFE_ID, description: "Identifier of the animal." }
+  jsonSchema: {
+    type: "integer",
+    format: "int64",
+    minimum: 1,
+    maximum: MAX_SAFE_ID,
+    description: "Identifier of the animal.",
+    examples: [1]
+  }
 })
 
 /** The query of listPets. Unknown parameters are ignored. */
