@@ -166,7 +166,12 @@ const runArgs = (args: ReadonlyArray<string>) =>
       return yield* new UsageError({ command, problem: `unknown option (see the options below --help).` })
     }
     if (directive.leftover.length > 0) {
-      return yield* new UsageError({ command, problem: `unexpected argument '${directive.leftover[0]}'.` })
+      const [first] = directive.leftover
+      // A flag left over is an unknown one, or a known one without its value (`--database` at the end).
+      const problem = first.startsWith("-")
+        ? `'${first}' is not an option of this command, or its value is missing.`
+        : `unexpected argument '${first}'.`
+      return yield* new UsageError({ command, problem })
     }
     return yield* cli.transform(cli.handler(directive.value), directive.value).pipe(
       // `keys` alone: the parser asks for its help, which is a usage error here.

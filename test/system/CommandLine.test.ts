@@ -65,7 +65,9 @@ describe("usage errors: exit 2, the command named, its help pointed to", () => {
     [["keys", "create", "--name", ""], `petstore keys create: --name: a key name is 1 to 100 characters (got "").`],
     [["keys", "revoke", "nope"], `petstore keys revoke: ID: a key id is 12 hexadecimal digits (got "nope").`],
     [["keys"], "petstore keys: a command is needed: create, list or revoke."],
-    [["serve", "--bogus"], "petstore serve: unexpected argument '--bogus'."]
+    [["serve", "--bogus"], "petstore serve: '--bogus' is not an option of this command, or its value is missing."],
+    [["keys", "list", "--database"], "petstore keys list: '--database' is not an option of this command, or its value is missing."],
+    [["openapi", "extra"], "petstore openapi: unexpected argument 'extra'."]
   ]
   for (const [args, message] of cases) {
     it(`petstore ${args.join(" ")}`, () => {
