@@ -3,6 +3,7 @@
  * all derive from it; it and the declarations it imports need only `effect` and `@effect/platform`.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
+import { EXAMPLES as PET_EXAMPLES } from "./Domain/Pet.js"
 import { PetsApi } from "./Pets/Api.js"
 
 type Content = Record<string, { schema?: unknown; example?: unknown }>
@@ -21,8 +22,6 @@ type Document = {
   components: { schemas: Record<string, unknown> }
 }
 
-const rex = { id: 1, name: "Rex", categoryId: 1, status: "available" }
-
 /**
  * An example of each body, as the service sends it (or accepts it), so that the docs page's requests work as they
  * are and its answers read like real ones. `test/OpenApi.test.ts` sends the requests to the service.
@@ -30,14 +29,14 @@ const rex = { id: 1, name: "Rex", categoryId: 1, status: "available" }
 const EXAMPLES: Record<string, { request?: unknown; responses: Record<string, unknown> }> = {
   listPets: {
     responses: {
-      200: [rex, { id: 2, name: "Tom", categoryId: 2, status: "sold" }],
+      200: PET_EXAMPLES.pets,
       400: { code: "invalid_query", message: "Invalid query parameter 'limit': must be an integer from 1 to 100" }
     }
   },
   createPet: {
-    request: { name: "Rex", categoryId: 1, status: "available" },
+    request: PET_EXAMPLES.newPet,
     responses: {
-      201: rex,
+      201: PET_EXAMPLES.pet,
       400: {
         code: "invalid_body",
         message: "Invalid request body: 'name' is invalid: must be a string of 1 to 200 characters without control " +
@@ -52,7 +51,7 @@ const EXAMPLES: Record<string, { request?: unknown; responses: Record<string, un
   },
   getPet: {
     responses: {
-      200: rex,
+      200: PET_EXAMPLES.pet,
       400: { code: "invalid_path", message: "Invalid path parameter 'petId': must be a positive integer" },
       404: { code: "not_found", message: "No pet has the id 42." }
     }

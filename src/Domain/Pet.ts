@@ -31,6 +31,11 @@ export const PetId = Schema.Int.pipe(
 })
 export type PetId = typeof PetId.Type
 
+/** The animals of the documentation's examples (the docs page's requests and answers); the tests send them. */
+const REX = { id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" } as const
+const TOM = { id: PetId.make(2), name: "Tom", categoryId: 2, status: "sold" } as const
+export const EXAMPLES = { newPet: { name: REX.name, categoryId: REX.categoryId, status: REX.status }, pet: REX, pets: [REX, TOM] }
+
 export const CategoryId = Schema.Int.pipe(
   Schema.greaterThanOrEqualTo(1),
   Schema.lessThanOrEqualTo(MAX_SAFE_ID)
@@ -113,7 +118,7 @@ export const NewPet = Schema.Struct({
 }).annotations({
   identifier: "NewPet",
   description: "An animal to add to the catalogue.",
-  examples: [{ name: "Rex", categoryId: 1, status: "available" }]
+  examples: [EXAMPLES.newPet]
 })
 export type NewPet = typeof NewPet.Type
 
@@ -125,17 +130,14 @@ export const Pet = Schema.Struct({
 }).annotations({
   identifier: "Pet",
   description: "An animal of the catalogue.",
-  examples: [{ id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" }]
+  examples: [EXAMPLES.pet]
 })
 export type Pet = typeof Pet.Type
 
 export const Pets = Schema.Array(Pet).annotations({
   identifier: "Pets",
   description: "A page of animals, ordered by id.",
-  examples: [[
-    { id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" },
-    { id: PetId.make(2), name: "Tom", categoryId: 2, status: "sold" }
-  ]]
+  examples: [EXAMPLES.pets]
 })
 
 export const LIMIT_MIN = 1
