@@ -4,7 +4,7 @@
  */
 import { Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option } from "effect"
 import { writeSync } from "node:fs"
-import { LogFormatConfig, LogLevelConfig } from "./Config.js"
+import { logFormat, LogLevelConfig } from "./Config.js"
 
 /**
  * JSON lines to stdout, written in batches: the lines of one turn of the event loop go out in one write at the end of
@@ -96,7 +96,7 @@ export const withRequestAnnotations = <M, O>(logger: Logger.Logger<M, O>): Logge
 
 export const LoggingLive = (target: "stdout" | "stderr") =>
   Layer.unwrapEffect(Effect.gen(function*() {
-    const format = yield* LogFormatConfig
+    const format = yield* logFormat(target)
     const level = yield* LogLevelConfig
     const base = format === "json" ? Logger.jsonLogger : Logger.prettyLoggerDefault
     const logger = format === "json"
