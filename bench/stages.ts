@@ -56,7 +56,9 @@ const program = Effect.gen(function*() {
   const context = yield* Layer.build(
     Layer.mergeAll(routes, webHandlerFrom(routes, { corsOrigins: Option.none() }), ApiKeys.Default).pipe(
       Layer.provide(Lifecycle.Default),
-      Layer.provide(database)
+      Layer.provide(database),
+      // As the bench runs the server: no request log (its cost is a row of `npm run bench`).
+      Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
     )
   )
   const server = Context.get(context, WebHandler)
