@@ -9,7 +9,7 @@
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
- * list of scenario names to run, e.g. "create"; all by default).
+ * list of scenario names to run, e.g. "create"; all by default; the feature variants run only without it).
  */
 import { Database } from "bun:sqlite"
 import { spawn, spawnSync } from "bun"
@@ -163,6 +163,29 @@ interface Scenario {
   readonly script?: string
 }
 
+/**
+ * Features on the request path, each measured on a server of its own beside the plain one, on the scenarios it
+ * concerns: the row with it on next to the row without it, in the same rounds.
+ */
+interface Variant {
+  readonly name: string
+  readonly env: Record<string, string>
+  /** Request headers the feature needs to do its work (a browser's Origin for CORS). */
+  readonly headers?: ReadonlyArray<string>
+  readonly scenarios: ReadonlyArray<string>
+}
+
+const VARIANTS: ReadonlyArray<Variant> = [
+  { name: "request log on", env: { LOG_LEVEL: "info" }, scenarios: ["list 20"] },
+  { name: "tracing on", env: { TRACING: "on" }, scenarios: ["list 20"] },
+  {
+    name: "CORS on (CORS_ORIGINS set, requests with Origin)",
+    env: { CORS_ORIGINS: "https://app.example.com" },
+    headers: ["Origin: https://app.example.com"],
+    scenarios: ["list 20", "filtered list, deep cursor", "get one", "create"]
+  }
+]
+
 const ALL_SCENARIOS: ReadonlyArray<Scenario> = [
   { name: "list 20", path: () => "/v1/pets" },
   { name: "filtered list, deep cursor", path: (pets) => `/v1/pets?status=pending&after=${Math.floor(pets * 0.9)}` },
@@ -186,8 +209,9 @@ const millis = (text: string): number => {
   return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : match[2] === "s" ? value * 1000 : value * 60_000
 }
 
-const wrk = (url: string, key: string, script?: string, seconds = DURATION): Load => {
+const wrk = (url: string, key: string, script?: string, seconds = DURATION, headers: ReadonlyArray<string> = []): Load => {
   const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `Authorization: Bearer ${key}`]
+  for (const header of headers) args.push("-H", header)
   if (script !== undefined) args.push("-s", script)
   const out = run([...args, url])
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN)
@@ -226,9 +250,7 @@ const main = async () => {
   const dbs = {
     petstore: base.file,
     raw: copyDb(base.file, join(DATA, "raw.db")),
-    rawNoFsync: copyDb(base.file, join(DATA, "raw-no-fsync.db")),
-    logged: copyDb(base.file, join(DATA, "logged.db")),
-    traced: copyDb(base.file, join(DATA, "traced.db"))
+    rawNoFsync: copyDb(base.file, join(DATA, "raw-no-fsync.db"))
   }
   const key = base.key
 
@@ -245,10 +267,12 @@ const main = async () => {
   const petstore = await start("petstore", "petstore", dbs.petstore, key)
   const raw = await start("raw", "raw", dbs.raw, key)
   const rawNoFsync = await start("raw, no fsync per commit", "raw", dbs.rawNoFsync, key, { RAW_SYNCHRONOUS: "NORMAL" })
-  const variantsOn = ONLY.length === 0
-  const logged = variantsOn ? await start("petstore, request log on", "petstore", dbs.logged, key, { LOG_LEVEL: "info" }) : undefined
-  const traced = variantsOn ? await start("petstore, tracing on", "petstore", dbs.traced, key, { TRACING: "on" }) : undefined
-  const all = [petstore, raw, rawNoFsync, ...(logged && traced ? [logged, traced] : [])]
+  const variantServers = new Map<Variant, Server>()
+  for (const variant of ONLY.length === 0 ? VARIANTS : []) {
+    const db = copyDb(base.file, join(DATA, `variant-${variantServers.size}.db`))
+    variantServers.set(variant, await start(variant.name, "petstore", db, key, variant.env))
+  }
+  const all = [petstore, raw, rawNoFsync, ...variantServers.values()]
   try {
     await Bun.sleep(1000)
     const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -269,10 +293,9 @@ const main = async () => {
           add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
         }
       }
-      // The default request log and tracing, on the list.
-      if (logged && traced) {
-        for (const server of [logged, raw, traced]) {
-          add("variants", server.name, wrk(server.origin + ALL_SCENARIOS[0].path(PETS), key))
+      for (const [variant, server] of variantServers) {
+        for (const scenario of SCENARIOS.filter((s) => variant.scenarios.includes(s.name))) {
+          add(`${scenario.name} / ${variant.name}`, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script, DURATION, variant.headers))
         }
       }
     }
@@ -295,13 +318,29 @@ const main = async () => {
     const noFsync = createLoads === undefined ? undefined : (() => {
       const a = summarize(loads[CREATE][petstore.name])
       const b = summarize(createLoads)
-      return { scenario: `${CREATE}, against raw without an fsync per commit`, petstore: a, raw: b, ratio: ratio(a.rps, b.rps), p99Ratio: ratio(a.p99, b.p99) }
+      return {
+        scenario: `${CREATE}, against raw without an fsync per commit`,
+        petstore: a,
+        raw: b,
+        ratio: ratio(a.rps, b.rps),
+        p99Ratio: ratio(a.p99, b.p99)
+      }
     })()
-    const rawList = logged && traced ? summarize(loads.variants[raw.name]) : undefined
-    const variants = (logged && traced && rawList ? [logged, traced] : []).map((server) => {
-      const load = summarize(loads.variants[server.name])
-      return { variant: server.name, scenario: "list 20", load, raw: rawList, ratio: ratio(load.rps, rawList!.rps) }
-    })
+    const variants = [...variantServers].flatMap(([variant, server]) =>
+      SCENARIOS.filter((s) => variant.scenarios.includes(s.name)).map((scenario) => {
+        const load = summarize(loads[`${scenario.name} / ${variant.name}`][server.name])
+        const plain = summarize(loads[scenario.name][petstore.name])
+        const rawLoad = summarize(loads[scenario.name][raw.name])
+        return {
+          variant: variant.name,
+          scenario: scenario.name,
+          load,
+          raw: rawLoad,
+          ratio: ratio(load.rps, rawLoad.rps),
+          toPlain: ratio(load.rps, plain.rps)
+        }
+      })
+    )
 
     for (const server of all) await server.stop()
 
@@ -406,8 +445,9 @@ const table = (r: any): string => {
       `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
     )
   }
+  lines.push("", `| with a feature on | req/s | ratio to raw | ratio to the plain row | p50 / p99 ms |`, `|---|---|---|---|---|`)
   for (const v of r.variants) {
-    lines.push(`| ${v.scenario}, ${v.variant.replace("petstore, ", "")} | ${v.load.rps} | ${v.raw.rps} | ${v.ratio} | ${v.load.p50} / ${v.load.p99} | ${v.raw.p50} / ${v.raw.p99} | ${ratio(v.load.p99, v.raw.p99)} |`)
+    lines.push(`| ${v.scenario}, ${v.variant} | ${v.load.rps} | ${v.ratio} | **${v.toPlain}** | ${v.load.p50} / ${v.load.p99} |`)
   }
   lines.push(
     "",

@@ -3,9 +3,9 @@
  */
 import { Duration, Effect, Layer } from "effect"
 import { idleTimeoutSeconds } from "./Deadlines.js"
-import type { Dispatcher } from "./Dispatch.js"
 import { type AppOptions, WebHandler, WebHandlerLive } from "./Http.js"
 import { Lifecycle } from "./Lifecycle.js"
+import type { Server } from "./Serving/Server.js"
 
 export interface ListenOptions {
   readonly host: string
@@ -25,7 +25,7 @@ export interface ListenOptions {
  * request is answered and the client opens a new one (to another replica, once the load balancer has seen readiness
  * turn 503) instead of sending its next request on a connection that is about to close.
  */
-const closingWhileDraining = (handler: Dispatcher, draining: () => boolean) => {
+const closingWhileDraining = (handler: Server, draining: () => boolean) => {
   const close = (response: Response): Response => {
     if (draining()) {
       try {
@@ -36,16 +36,13 @@ const closingWhileDraining = (handler: Dispatcher, draining: () => boolean) => {
     }
     return response
   }
-  const wrap = <Args extends Array<any>>(answer: (...args: Args) => Response | Promise<Response>) =>
-  (...args: Args): Response | Promise<Response> => {
-    const response = answer(...args)
+  const wrap = (answer: (request: Request) => Response | Promise<Response>) => (request: Request): Response | Promise<Response> => {
+    const response = answer(request)
     if (!draining()) return response
     return response instanceof Response ? close(response) : response.then(close)
   }
-  const routes: Dispatcher["routes"] = {}
-  for (const [path, methods] of Object.entries(handler.routes)) {
-    routes[path] = Object.fromEntries(Object.entries(methods).map(([method, answer]) => [method, wrap(answer)]))
-  }
+  const routes: Record<string, (request: Request) => Response | Promise<Response>> = {}
+  for (const [path, answer] of Object.entries(handler.routes)) routes[path] = wrap(answer)
   return { routes, fetch: wrap(handler) }
 }
 

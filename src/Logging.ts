@@ -2,8 +2,8 @@
  * The Effect logger, configured by `LOG_FORMAT` (json lines, or pretty on a terminal) and `LOG_LEVEL`.
  * The server logs to stdout; the other commands log to stderr, so their stdout carries only their output.
  */
-import { Context, Effect, Layer, Logger } from "effect"
-import { LogFormatConfig, LogLevelConfig } from "./Config.js"
+import { Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option } from "effect"
+import { logFormat, LogLevelConfig } from "./Config.js"
 import { makeLineWriter } from "./LineWriter.js"
 
 /** At most this much log (in characters) waits for a slow reader of stdout; past it, whole lines are dropped. */
@@ -22,16 +22,14 @@ const stdoutLines = stdout.line
 export const droppedLogLines = (): number => stdout.dropped()
 
 export interface RequestLogFields {
-  readonly requestId: string
   readonly method: string
   readonly path: string
   readonly status: number
   readonly durationMs: number
-  readonly keyId: string | undefined
-  readonly fiberId: number
 }
 
-export type RequestLogWriter = (fields: RequestLogFields) => void
+/** Writes a request's line: its fields, after the log annotations of the request (its request id, its key id, …). */
+export type RequestLogWriter = (fields: RequestLogFields, annotations: Readonly<Record<string, unknown>>) => void
 
 /**
  * The one `request` line of a request, written without going through the Effect logger: the same JSON line
@@ -40,18 +38,51 @@ export type RequestLogWriter = (fields: RequestLogFields) => void
  */
 export class RequestLog extends Context.Tag("Logging/RequestLog")<RequestLog, RequestLogWriter>() {}
 
-const writeRequestLine: RequestLogWriter = (fields) =>
+const writeRequestLine: RequestLogWriter = (fields, annotations) => {
+  let annotated = ""
+  for (const name in annotations) annotated += `${JSON.stringify(name)}:${JSON.stringify(annotations[name])},`
   stdoutLines(
-    `{"message":"request","logLevel":"INFO","timestamp":"${new Date().toISOString()}","annotations":{"requestId":${
-      JSON.stringify(fields.requestId)
-    },"method":${JSON.stringify(fields.method)},"path":${JSON.stringify(fields.path)},"status":${fields.status},"durationMs":${fields.durationMs}${
-      fields.keyId === undefined ? "" : `,"keyId":${JSON.stringify(fields.keyId)}`
-    }},"spans":{},"fiberId":"#${fields.fiberId}"}`
+    `{"message":"request","logLevel":"INFO","timestamp":"${new Date().toISOString()}","annotations":{${annotated}"method":${
+      JSON.stringify(fields.method)
+    },"path":${JSON.stringify(fields.path)},"status":${fields.status},"durationMs":${fields.durationMs}},"spans":{}}`
   )
+}
+
+/**
+ * The request being served, as its log lines name it: its id, and the annotations set while serving it (the key id
+ * that authenticated). The server puts it in the context of the request's fiber, which the fibers it starts inherit;
+ * `withRequestAnnotations` adds it to every line they log.
+ */
+export class RequestLogContext extends Context.Tag("Logging/RequestLogContext")<RequestLogContext, {
+  readonly requestId: string
+  readonly annotations: Record<string, unknown>
+}>() {}
+
+/**
+ * Annotates the request being served: every line logged for it from now on carries the annotation, its `request` line
+ * included. Outside a request, the current fiber's log annotations.
+ */
+export const annotateRequest = (name: string, value: unknown): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(RequestLogContext), (request) =>
+    Option.isSome(request)
+      ? Effect.sync(() => {
+        request.value.annotations[name] = value
+      })
+      : FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(name, value)))
+
+/** The logger, adding to each line the request it is logged for (found in the logging fiber's context). */
+export const withRequestAnnotations = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> =>
+  Logger.mapInputOptions(logger, (options) => {
+    const request = Context.getOption(FiberRefs.getOrDefault(options.context, FiberRef.currentContext), RequestLogContext)
+    if (Option.isNone(request)) return options
+    let annotations = HashMap.set(options.annotations, "requestId", request.value.requestId as unknown)
+    for (const name in request.value.annotations) annotations = HashMap.set(annotations, name, request.value.annotations[name])
+    return { ...options, annotations }
+  })
 
 export const LoggingLive = (target: "stdout" | "stderr") =>
   Layer.unwrapEffect(Effect.gen(function*() {
-    const format = yield* LogFormatConfig
+    const format = yield* logFormat(target)
     const level = yield* LogLevelConfig
     const base = format === "json" ? Logger.jsonLogger : Logger.prettyLoggerDefault
     const logger = format === "json"

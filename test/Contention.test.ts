@@ -1,5 +1,5 @@
 /**
- * In-process, through the HttpApi app: while another connection holds the SQLite write lock, a create answers 503
+ * In-process, through the production web handler (the request pipeline): while another connection holds the SQLite write lock, a create answers 503
  * `unavailable` with `Retry-After` after DB_QUERY_TIMEOUT, a read with a key whose `last used` is due answers 200, and
  * once the lock is free a create answers 201. (The executable under another process's lock: test/system/Contention.)
  */
@@ -16,8 +16,7 @@ describe("under another connection's write lock", () => {
   it.scopedLive("a create answers 503 with Retry-After after DB_QUERY_TIMEOUT, a read 200; a create succeeds once free", () =>
     Effect.gen(function*() {
       const file = yield* tempDatabaseFile
-      // The HttpApi app (CORS on serves everything through it), as the serving pipeline runs it.
-      const server = yield* testServerOn(Sql.layer(Redacted.make(file), timeouts), { corsOrigins: ["*"] })
+      const server = yield* testServerOn(Sql.layer(Redacted.make(file), timeouts))
       const other = new Database(file)
       yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
       const body = JSON.stringify({ name: "Rex", categoryId: 1 })

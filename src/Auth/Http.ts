@@ -2,12 +2,13 @@
  * The bearer check behind `Authorization`: the scheme is matched case-insensitively, the key looked up by the id it
  * carries and compared by hash in constant time. A refusal is a 401 with `WWW-Authenticate: Bearer`.
  */
-import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, FiberRef, Layer, Option, Redacted } from "effect"
+import { HttpServerRequest } from "@effect/platform"
+import { Effect, Layer, Option, Redacted } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
 import { type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
 import { orUnavailable } from "../Unavailable.js"
-import { currentKeyId } from "../Middleware.js"
+import { annotateRequest } from "../Logging.js"
+import { addResponseHeaders } from "../ResponseHeaders.js"
 import { Authorization } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
 
@@ -22,13 +23,12 @@ export const bearerToken = (header: string | undefined): Option.Option<Redacted.
 /** The challenge every 401 carries (RFC 6750). */
 export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": "Bearer realm=\"petstore\"" }
 
-const challenge = HttpApp.appendPreResponseHandler((_request, response) =>
-  Effect.succeed(HttpServerResponse.setHeaders(response, CHALLENGE_HEADERS))
-)
+const challenge = addResponseHeaders(CHALLENGE_HEADERS)
+
 
 /**
  * The bearer check itself, given the request's `Authorization` header: the same code whichever path serves the
- * request (the HttpApi app, or the routes derived from it in `Dispatch.ts`).
+ * request (the HttpApi app, or the pipeline derived from the same declaration).
  */
 export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck", {
   effect: Effect.map(ApiKeys, (keys) => ({
@@ -56,7 +56,8 @@ export const AuthorizationLive = Layer.effect(
       bearerAuth: () =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => check(request.headers.authorization)).pipe(
           Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
-          Effect.tap((key) => FiberRef.set(currentKeyId, key.id))
+          // The request's log lines, its `request` line included, name the key that authenticated it (never the key).
+          Effect.tap((key) => annotateRequest("keyId", key.id))
         )
     })
   })

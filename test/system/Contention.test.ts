@@ -2,7 +2,7 @@
  * Another process holds the SQLite write lock (as `sqlite3`'s `BEGIN IMMEDIATE`, a `petstore keys` command or a backup
  * would): the executable keeps answering what needs no write at once — `/healthz`, reads, a key's first use (whose
  * `last used` is written later, and whose failure is only logged) — while creates wait up to DB_QUERY_TIMEOUT, then
- * answer 503 `unavailable` (its `Retry-After` is tested in-process, test/Contention.test.ts); once the lock is free, creates succeed, those that were waiting too.
+ * answer 503 `unavailable` with `Retry-After`; once the lock is free, creates succeed, those that were waiting too.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { holdWriteLock } from "./support/lock.js"
@@ -21,7 +21,7 @@ const timed = async (request: () => Promise<Response>) => {
 describe("another process holds the write lock", () => {
   afterAll(stopAll)
 
-  it("health and reads answer at once, creates wait up to DB_QUERY_TIMEOUT then 503, and succeed once it is free", async () => {
+  it("health and reads answer at once, creates wait up to DB_QUERY_TIMEOUT then 503 with Retry-After, and succeed once it is free", async () => {
     const database = `${scratchDirectory()}/contention.db`
     const { key } = createKey(database)
     const server = await startPetstore({ database, env: { DB_QUERY_TIMEOUT: `${QUERY_TIMEOUT_MS} millis`, LOG_LEVEL: "info" } })
@@ -48,6 +48,7 @@ describe("another process holds the write lock", () => {
     for (const answer of await creates) {
       expect(answer.response.status).toBe(503)
       expect(answer.body).toEqual({ code: "unavailable", message: expect.any(String), status: 503 })
+      expect(answer.response.headers.get("retry-after")).toBe("1")
       expect(answer.ms).toBeGreaterThanOrEqual(QUERY_TIMEOUT_MS - 100)
       expect(answer.at).toBeLessThan(lock.lockedAt + LOCK_MS)
     }

@@ -1,0 +1,214 @@
+/**
+ * Running one request to a declared endpoint: middleware → decode → handler → encode, in a fiber of the request's
+ * own, the answer made inside that fiber. The fiber starts with a context of the request's own: the request, the
+ * headers its answer collects, the annotations its log lines carry (its request id for every fiber it starts: the
+ * runtime's loggers read it there, `Logging.withRequestAnnotations`). The stages are built once per route from what
+ * `Derive.ts` derived; a request only supplies its input.
+ *
+ * As in HttpApi, the middleware run before the request is decoded (an unauthenticated request is a 401 whatever its
+ * query), and a failure is encoded as the endpoint declares it; a failure it does not declare is a logged 500, an
+ * interrupted request a 503.
+ */
+import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import {
+  Cause,
+  Context,
+  Effect,
+  Either,
+  Exit,
+  FiberId,
+  Option,
+  ParseResult,
+  Runtime
+} from "effect"
+import { RequestLogContext } from "../Logging.js"
+import { AnswerHeaders } from "../ResponseHeaders.js"
+import type { EndpointRoute } from "./Derive.js"
+import type { ReadBody } from "./Gate.js"
+import type { DecodedRequest } from "./Handlers.js"
+import { RequestInput } from "./RequestInput.js"
+import * as Refusals from "./Refusals.js"
+
+/** A request the pipeline refuses itself (a failed decode), carried through the fiber's error channel. */
+class Refused {
+  readonly _tag = "Refused"
+  constructor(readonly refusal: Refusals.Refusal) {}
+}
+
+/** An answer before it is a `Response`: the server adds its own headers and writes the log line from it. */
+export interface Answer {
+  readonly status: number
+  readonly body: string | null
+  readonly headers: Record<string, string>
+  /** The annotations set while serving the request (the key id its middleware set, …), for its log line. */
+  readonly annotations: Readonly<Record<string, unknown>>
+}
+
+const JSON_HEADERS = { "content-type": "application/json" } as const
+
+const NONE: Readonly<Record<string, unknown>> = {}
+
+export const refusalAnswer = (refusal: Refusals.Refusal, annotations = NONE): Answer => ({
+  status: refusal.status,
+  body: Refusals.refusalBody(refusal),
+  headers: refusal.headers === undefined ? { ...JSON_HEADERS } : { ...JSON_HEADERS, ...refusal.headers },
+  annotations
+})
+
+const percentDecoded = (params: Readonly<Record<string, string>>): Record<string, string> | undefined => {
+  const out: Record<string, string> = {}
+  try {
+    for (const name in params) out[name] = decodeURIComponent(params[name])
+  } catch {
+    return undefined
+  }
+  return out
+}
+
+const firstIssue = (error: ParseResult.ParseError) => ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+
+/** The endpoint's decoders over the request's input, in HttpApi's order: path, payload, headers, query. */
+const decodeStage = (route: EndpointRoute) =>
+  Effect.flatMap(RequestInput, (input): Effect.Effect<DecodedRequest, Refused> => {
+    const decoded: DecodedRequest = { request: input.request }
+    const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) =>
+      Effect.fail(
+        new Refused(Refusals.decodeFailure(part, firstIssue(error), (name) => Array.isArray(input.query[name])))
+      )
+    if (route.decodePath !== undefined) {
+      const params = percentDecoded(input.params)
+      if (params === undefined) return Effect.fail(new Refused(Refusals.unreadablePath(input.request.url.split("?")[0])))
+      const result = route.decodePath(params)
+      if (Either.isLeft(result)) return refuse("path", result.left)
+      decoded.path = result.right
+    }
+    if (route.decodePayload !== undefined) {
+      const result = route.decodePayload(input.body?.json)
+      if (Either.isLeft(result)) return refuse("body", result.left)
+      decoded.payload = result.right
+    }
+    if (route.decodeHeaders !== undefined) {
+      const result = route.decodeHeaders(input.request.headers)
+      if (Either.isLeft(result)) return refuse("header", result.left)
+      decoded.headers = result.right
+    }
+    if (route.decodeQuery !== undefined) {
+      const result = route.decodeQuery(input.query)
+      if (Either.isLeft(result)) return refuse("query", result.left)
+      decoded.urlParams = result.right
+    }
+    return Effect.succeed(decoded)
+  })
+
+/** The answer for a failure: a refusal, a declared error as the endpoint encodes it, or a logged 500. */
+const failureAnswer = (route: EndpointRoute, cause: Cause.Cause<unknown>) => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value
+    if (error instanceof Refused) return Effect.succeed(refusalAnswer(error.refusal))
+    for (const declared of route.failures) {
+      if (!declared.is(error)) continue
+      return Effect.succeed<Answer>({
+        status: declared.status,
+        body: JSON.stringify(declared.encode(error)),
+        headers: { ...JSON_HEADERS },
+        annotations: NONE
+      })
+    }
+  }
+  return Effect.as(Effect.logError("unexpected failure", cause), refusalAnswer(Refusals.internalError))
+}
+
+/**
+ * The answer, finished in the request's fiber: with the headers handlers and middleware added (`addResponseHeaders`),
+ * then what any pre-response handler of the framework's makes of it (so middleware written for HttpApi work unchanged),
+ * and the annotations set while serving it.
+ */
+const finish = (answer: Answer) =>
+  Effect.withFiberRuntime<Answer>((fiber) => {
+    const input = Context.unsafeGet(fiber.currentContext, RequestInput)
+    const made: Answer = {
+      ...answer,
+      headers: { ...answer.headers, ...input.answerHeaders },
+      annotations: input.log.annotations
+    }
+    const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
+    if (handler._tag === "None") return Effect.succeed(made)
+    const response = HttpServerResponse.empty({ status: made.status, headers: made.headers })
+    return Effect.map(Effect.orDie(handler.value(input.request, response)), (finished) => ({
+      ...made,
+      status: finished.status,
+      headers: { ...finished.headers }
+    }))
+  })
+
+type Services = RequestInput | HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams
+
+const makeProgram = (route: EndpointRoute): Effect.Effect<Answer, never, Services> => {
+  // A handler's requirements are what its middleware provide (checked where the handlers are typed, `Handlers.ts`).
+  const core = Effect.flatMap(decodeStage(route), route.handler) as Effect.Effect<unknown, unknown, Services>
+  const wrapped = route.middleware.reduceRight<Effect.Effect<unknown, unknown, Services>>(
+    (inner, middleware) => middleware.around(inner),
+    core
+  )
+  return Effect.matchCauseEffect(wrapped, {
+    onSuccess: (value) =>
+      finish(
+        HttpServerResponse.isServerResponse(value)
+          // A handler that answers with a response of its own: kept as it is but for its body, which is not JSON.
+          ? { status: value.status, body: null, headers: { ...value.headers }, annotations: NONE }
+          : { status: route.successStatus, body: route.encodeSuccess(value), headers: { ...JSON_HEADERS }, annotations: NONE }
+      ),
+    onFailure: (cause) => Effect.flatMap(failureAnswer(route, cause), finish)
+  })
+}
+
+/** The input of a request to a route. */
+export interface PipelineRequest {
+  readonly request: Request
+  readonly params: Readonly<Record<string, string>>
+  readonly query: Readonly<Record<string, string | Array<string>>>
+  readonly body: ReadBody | undefined
+  readonly requestId: string
+}
+
+export type Pipeline = (route: EndpointRoute, input: PipelineRequest) => Answer | Promise<Answer>
+
+/**
+ * The pipeline over the routes, on the given runtime (its logger, its services). Each request runs in a fiber whose
+ * context holds the request and whose log annotations start with its request id, so every line logged while serving
+ * it, from any fiber it starts, carries that id. A client that goes away interrupts the fiber.
+ */
+export const makePipeline = (runtime: Runtime.Runtime<never>, routes: ReadonlyArray<EndpointRoute>): Pipeline => {
+  // Each program's services are in the context its fiber starts with (below).
+  const programs = new Map(routes.map((route) => [route, makeProgram(route) as Effect.Effect<Answer>]))
+  const baseServices = (runtime.context as unknown as { readonly unsafeMap: Map<string, unknown> }).unsafeMap
+
+  return (route, input) => {
+    const request = HttpServerRequest.fromWeb(input.request)
+    const services = new Map(baseServices)
+    const answerHeaders: Record<string, string> = {}
+    const log = { requestId: input.requestId, annotations: {} }
+    services.set(RequestInput.key, { ...input, services, request, answerHeaders, log })
+    services.set(HttpServerRequest.HttpServerRequest.key, request)
+    services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
+    services.set(AnswerHeaders.key, answerHeaders)
+    services.set(RequestLogContext.key, log)
+    const fiber = Runtime.runFork(
+      Runtime.make({ context: Context.unsafeMake<never>(services), fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
+    )(programs.get(route)!)
+    const answerOf = (exit: Exit.Exit<Answer>) =>
+      Exit.isSuccess(exit) ? exit.value : refusalAnswer(Refusals.shuttingDown, log.annotations)
+    const done = fiber.unsafePoll()
+    if (done !== null) return answerOf(done)
+    const signal = input.request.signal
+    const abort = () => fiber.unsafeInterruptAsFork(FiberId.none)
+    signal.addEventListener("abort", abort, { once: true })
+    return new Promise((resolve) =>
+      fiber.addObserver((exit) => {
+        signal.removeEventListener("abort", abort)
+        resolve(answerOf(exit))
+      })
+    )
+  }
+}

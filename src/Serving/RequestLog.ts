@@ -1,0 +1,44 @@
+/**
+ * The one `request` line of every request: its method, path (never the query, which may carry what does not belong in
+ * a log), status and duration, with the log annotations its fiber ended with (its request id; the key id the
+ * authorization middleware set). Written by the JSON writer of `Logging.ts` when there is one (much cheaper than the
+ * Effect logger, same line), otherwise through the configured logger.
+ */
+import { Effect, FiberId, FiberRef, FiberRefs, HashSet, LogLevel, Runtime } from "effect"
+import { withRequestAnnotations } from "../Logging.js"
+import type { RequestLogWriter } from "../Logging.js"
+import { pathOf } from "./Url.js"
+
+export type RequestLogger = (
+  request: Request,
+  status: number,
+  started: number,
+  annotations: Readonly<Record<string, unknown>> | undefined,
+  requestId: string
+) => void
+
+export const makeRequestLogger = (runtime: Runtime.Runtime<never>, writer: RequestLogWriter | undefined): RequestLogger => {
+  const minimum = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMinimumLogLevel)
+  if (!LogLevel.greaterThanEqual(LogLevel.Info, minimum)) return () => {}
+  const runFork = Runtime.runFork(runtime)
+  return (request, status, started, annotations, requestId) => {
+    const fields = {
+      method: request.method,
+      path: pathOf(request.url),
+      status,
+      durationMs: Math.round((performance.now() - started) * 100) / 100
+    }
+    const all = { requestId, ...annotations }
+    if (writer !== undefined) return writer(fields, all)
+    runFork(Effect.logInfo("request").pipe(Effect.annotateLogs({ ...all, ...fields })))
+  }
+}
+
+/** The runtime with every logger naming the request a line is logged for (`Logging.withRequestAnnotations`). */
+export const withRequestLoggers = <R>(runtime: Runtime.Runtime<R>): Runtime.Runtime<R> =>
+  Runtime.updateFiberRefs(runtime, (refs) =>
+    FiberRefs.updateAs(refs, {
+      fiberId: FiberId.none,
+      fiberRef: FiberRef.currentLoggers,
+      value: HashSet.map(FiberRefs.getOrDefault(refs, FiberRef.currentLoggers), withRequestAnnotations)
+    }))
