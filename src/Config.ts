@@ -109,7 +109,7 @@ export const ShutdownTimeout = duration("SHUTDOWN_TIMEOUT").pipe(Config.withDefa
  * After SIGTERM/SIGINT, how long the listener keeps serving with readiness already 503, so that a load balancer that
  * polls `/readyz` stops sending before connections are refused (`0 seconds`: no delay).
  */
-export const ShutdownDelay = Config.duration("SHUTDOWN_DELAY").pipe(Config.withDefault(Duration.seconds(5)))
+export const ShutdownDelay = duration("SHUTDOWN_DELAY").pipe(Config.withDefault(Duration.seconds(5)))
 
 /** `CORS_ORIGINS`: a comma-separated list of origins, or `*`; unset, CORS is off. */
 export const CorsOrigins = Config.array(

@@ -11,6 +11,7 @@
 import { Config, ConfigError, Duration, Effect, Either } from "effect"
 import { type Unavailable, unavailable } from "./Domain/Errors.js"
 import { addResponseHeaders } from "./ResponseHeaders.js"
+import { duration } from "./Config.js"
 import { PostgresTimeoutsConfig } from "./Sql.js"
 import { RETRY_AFTER_HEADERS } from "./Unavailable.js"
 
@@ -28,7 +29,7 @@ export const databaseBound = (timeouts: { readonly connect: Duration.Duration; r
 
 /** `REQUEST_TIMEOUT`, checked against the database's timeouts (the database gives up first) and Bun's bound. */
 export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all({
-  request: Config.duration("REQUEST_TIMEOUT").pipe(Config.withDefault(Duration.seconds(15))),
+  request: duration("REQUEST_TIMEOUT").pipe(Config.withDefault(Duration.seconds(15))),
   database: PostgresTimeoutsConfig
 }).pipe(
   Config.mapOrFail(({ database, request }) => {
@@ -36,15 +37,15 @@ export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all
     if (!Duration.greaterThan(request, bound)) {
       return Either.left(ConfigError.InvalidData(
         ["REQUEST_TIMEOUT"],
-        `Expected a duration longer than DB_CONNECT_TIMEOUT + DB_QUERY_TIMEOUT + 1 second (${
+        `REQUEST_TIMEOUT must be longer than DB_CONNECT_TIMEOUT + DB_QUERY_TIMEOUT + 1 second (${
           Duration.format(bound)
-        }), so that the database gives up before the request does, but got ${Duration.format(request)}`
+        }), so that the database gives up before the request does (got ${Duration.format(request)})`
       ))
     }
     if (Duration.greaterThan(request, MAX_REQUEST_TIMEOUT)) {
       return Either.left(ConfigError.InvalidData(
         ["REQUEST_TIMEOUT"],
-        `Expected a duration of at most ${Duration.format(MAX_REQUEST_TIMEOUT)}, but got ${Duration.format(request)}`
+        `REQUEST_TIMEOUT must be at most ${Duration.format(MAX_REQUEST_TIMEOUT)} (got ${Duration.format(request)})`
       ))
     }
     return Either.right(request)

@@ -20,7 +20,7 @@ describe("REQUEST_TIMEOUT", () => {
 
   it.effect("is refused when the database would not give up first, naming the variable and the bound", () =>
     Effect.gen(function*() {
-      for (const env of [{ REQUEST_TIMEOUT: "11 seconds" }, { REQUEST_TIMEOUT: "15 seconds", DB_QUERY_TIMEOUT: "10 seconds" }]) {
+      for (const env of [{ REQUEST_TIMEOUT: "11s" }, { REQUEST_TIMEOUT: "15s", DB_QUERY_TIMEOUT: "10s" }]) {
         const result = yield* read(env)
         expect(Either.isLeft(result)).toBe(true)
         if (Either.isLeft(result)) {
@@ -28,7 +28,7 @@ describe("REQUEST_TIMEOUT", () => {
           expect(String(result.left)).toContain("DB_CONNECT_TIMEOUT + DB_QUERY_TIMEOUT + 1 second")
         }
       }
-      const tooLong = yield* read({ REQUEST_TIMEOUT: "10 minutes" })
+      const tooLong = yield* read({ REQUEST_TIMEOUT: "10m" })
       expect(Either.isLeft(tooLong)).toBe(true)
     }))
 
