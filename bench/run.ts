@@ -13,7 +13,7 @@
  */
 import { Database } from "bun:sqlite"
 import { spawn, spawnSync } from "bun"
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { closeSync, copyFileSync, existsSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs"
 import { cpus, totalmem } from "node:os"
 import { join, resolve } from "node:path"
 
@@ -235,6 +235,29 @@ const summarize = (loads: ReadonlyArray<Load>): Load => ({
   non2xx: loads.reduce((sum, l) => sum + l.non2xx, 0)
 })
 
+/**
+ * The disk's fdatasync latency now, in the data directory (median of 30 syncs of a 4 KiB append, ms): a durable create
+ * waits for one, so with a fixed number of connections it bounds the rate of durable creates (the baseline without an
+ * fsync per commit is not bound by it). Measured before and after the loads, it says how busy the disk was.
+ */
+const fsyncMillis = (): number => {
+  const file = join(DATA, "fsync-probe")
+  const fd = openSync(file, "w")
+  const times: Array<number> = []
+  try {
+    for (let i = 0; i < 30; i++) {
+      writeSync(fd, Buffer.alloc(4096, 120))
+      const started = performance.now()
+      fdatasyncSync(fd)
+      times.push(performance.now() - started)
+    }
+  } finally {
+    closeSync(fd)
+    rmSync(file, { force: true })
+  }
+  return Math.round(median(times) * 100) / 100
+}
+
 const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100
 
 // ------------------------------------------------------------------------------------------------------ the bench
@@ -282,6 +305,7 @@ const main = async () => {
       wrk(server.origin + scenario.path(PETS), key, scenario.script, 1)
     }
 
+    const fsyncBefore = fsyncMillis()
     const loads: Record<string, Record<string, Array<Load>>> = {}
     const add = (scenario: string, server: string, load: Load) => {
       ;((loads[scenario] ??= {})[server] ??= []).push(load)
@@ -300,6 +324,7 @@ const main = async () => {
       }
     }
     const afterLoad = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
+    const fsyncAfter = fsyncMillis()
 
     const scenarios = SCENARIOS.map((scenario) => {
       const a = summarize(loads[scenario.name][petstore.name])
@@ -402,7 +427,8 @@ const main = async () => {
       cpu: `${cpus()[0]?.model ?? "?"} (${cpus().length} cores)`,
       memoryGb: Math.round(totalmem() / 2 ** 30),
       bun: Bun.version,
-      wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds A B A B, medians`
+      wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds A B A B, medians`,
+      fsyncMs: { before: fsyncBefore, after: fsyncAfter }
     }
     const result = {
       date: new Date().toISOString(),
@@ -464,7 +490,7 @@ const table = (r: any): string => {
       lines.push(`| ${g.scenario} | ${g.server} | ${at(g.small)?.p50} | ${at(g.large)?.p50} | **${g.p50Ratio}** |`)
     }
   }
-  lines.push("", `${r.machine.cpu}, ${r.machine.memoryGb} GB, Bun ${r.machine.bun}; ${r.machine.wrk}; ${r.pets} pets.`)
+  lines.push("", `${r.machine.cpu}, ${r.machine.memoryGb} GB, Bun ${r.machine.bun}; ${r.machine.wrk}; ${r.pets} pets; fdatasync median ${r.machine.fsyncMs.before} ms before the loads, ${r.machine.fsyncMs.after} ms after.`)
   return lines.join("\n")
 }
 
