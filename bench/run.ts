@@ -13,7 +13,18 @@
  */
 import { Database } from "bun:sqlite"
 import { spawn, spawnSync } from "bun"
-import { closeSync, copyFileSync, existsSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs"
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  fdatasyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  writeSync
+} from "node:fs"
 import { cpus, totalmem } from "node:os"
 import { join, resolve } from "node:path"
 

@@ -9,9 +9,9 @@
  * so that it never cuts a request in flight.
  */
 import { Config, ConfigError, Duration, Effect, Either } from "effect"
+import { duration } from "./Config.js"
 import { type Unavailable, unavailable } from "./Domain/Errors.js"
 import { addResponseHeaders } from "./ResponseHeaders.js"
-import { duration } from "./Config.js"
 import { PostgresTimeoutsConfig } from "./Sql.js"
 import { RETRY_AFTER_HEADERS } from "./Unavailable.js"
 
@@ -64,13 +64,13 @@ export const deadlineExceeded = (): Unavailable =>
  * The deadline stage around a request's handling: its own outcome, or, once `timeout` has passed, the request is
  * interrupted and fails with a 503 `unavailable` (with `Retry-After`).
  */
-export const withRequestDeadline = (timeout: Duration.Duration) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Unavailable, R> =>
-  effect.pipe(
-    Effect.timeoutTo({
-      duration: timeout,
-      onSuccess: (value): Effect.Effect<A, Unavailable> => Effect.succeed(value),
-      onTimeout: () => Effect.zipRight(addResponseHeaders(RETRY_AFTER_HEADERS), Effect.fail(deadlineExceeded()))
-    }),
-    Effect.flatten
-  )
+export const withRequestDeadline =
+  (timeout: Duration.Duration) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Unavailable, R> =>
+    effect.pipe(
+      Effect.timeoutTo({
+        duration: timeout,
+        onSuccess: (value): Effect.Effect<A, Unavailable> => Effect.succeed(value),
+        onTimeout: () => Effect.zipRight(addResponseHeaders(RETRY_AFTER_HEADERS), Effect.fail(deadlineExceeded()))
+      }),
+      Effect.flatten
+    )

@@ -36,7 +36,10 @@ const closingWhileDraining = (handler: Server, draining: () => boolean) => {
     }
     return response
   }
-  const wrap = (answer: (request: Request) => Response | Promise<Response>) => (request: Request): Response | Promise<Response> => {
+  const wrap = (answer: (request: Request) => Response | Promise<Response>) =>
+  (
+    request: Request
+  ): Response | Promise<Response> => {
     const response = answer(request)
     if (!draining()) return response
     return response instanceof Response ? close(response) : response.then(close)
@@ -110,7 +113,9 @@ export const ListenerLive = (options: ListenOptions) =>
 export class ListenError extends Error {
   readonly _tag = "ListenError"
   constructor(options: { readonly host: string; readonly port: number; readonly cause: unknown }) {
-    super(`Cannot listen on ${options.host}:${options.port}: ${String((options.cause as Error)?.message ?? options.cause)}`)
+    super(
+      `Cannot listen on ${options.host}:${options.port}: ${String((options.cause as Error)?.message ?? options.cause)}`
+    )
   }
 }
 

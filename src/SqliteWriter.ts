@@ -53,7 +53,10 @@ export const isBusy = (cause: unknown): boolean => {
 }
 
 const busyError = () =>
-  new SqlError.SqlError({ cause: new Error("database is locked"), message: "The database stayed busy past DB_QUERY_TIMEOUT" })
+  new SqlError.SqlError({
+    cause: new Error("database is locked"),
+    message: "The database stayed busy past DB_QUERY_TIMEOUT"
+  })
 const failedWith = (message: string) => (cause: unknown) => new SqlError.SqlError({ cause, message })
 
 /**
@@ -156,7 +159,9 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
         const result = results[i]
         if (result === undefined) continue
         batch[i].resume(
-          result.ok ? Effect.succeed(result.value) : Effect.fail(failedWith("Failed to execute statement")(result.value))
+          result.ok
+            ? Effect.succeed(result.value)
+            : Effect.fail(failedWith("Failed to execute statement")(result.value))
         )
       }
     })

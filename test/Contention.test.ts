@@ -23,17 +23,25 @@ describe("under another connection's write lock", () => {
 
       other.run("BEGIN IMMEDIATE")
       const started = Date.now()
-      const refused = yield* Effect.promise(() => server.fetch("/v1/pets", authorized(server.key, { method: "POST", body })))
+      const refused = yield* Effect.promise(() =>
+        server.fetch("/v1/pets", authorized(server.key, { method: "POST", body }))
+      )
       expect(Date.now() - started).toBeGreaterThanOrEqual(290)
       expect(refused.status).toBe(503)
       expect(refused.headers.get("retry-after")).toBe("1")
-      expect(yield* Effect.promise(() => refused.json())).toEqual({ code: "unavailable", message: expect.any(String), status: 503 })
+      expect(yield* Effect.promise(() => refused.json())).toEqual({
+        code: "unavailable",
+        message: expect.any(String),
+        status: 503
+      })
       // The key's first use: its `last used` is due, and is written later, not on this request's path.
       const read = yield* Effect.promise(() => server.fetch("/v1/pets", authorized(server.key)))
       expect(read.status).toBe(200)
       other.run("COMMIT")
 
-      const created = yield* Effect.promise(() => server.fetch("/v1/pets", authorized(server.key, { method: "POST", body })))
+      const created = yield* Effect.promise(() =>
+        server.fetch("/v1/pets", authorized(server.key, { method: "POST", body }))
+      )
       expect(created.status).toBe(201)
     }))
 })

@@ -45,7 +45,9 @@ describe("withRequestDeadline", () => {
       const deadline = withRequestDeadline(Duration.millis(50))
       expect(yield* deadline(Effect.succeed("in time"))).toBe("in time")
       let interrupted = false
-      const late = yield* Effect.flip(deadline(Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => (interrupted = true))))))
+      const late = yield* Effect.flip(
+        deadline(Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => (interrupted = true)))))
+      )
       expect(late).toMatchObject({ _tag: "Unavailable", code: "unavailable" })
       expect(interrupted).toBe(true)
     }))

@@ -37,7 +37,8 @@ const setUp = Effect.gen(function*() {
   const insert = writer.database.prepare<{ id: number }, [string, number | null]>(
     "INSERT INTO items (name, parent) VALUES (?, ?) RETURNING id"
   )
-  const committed = () => (other.query("SELECT name FROM items ORDER BY id").all() as Array<{ name: string }>).map((r) => r.name)
+  const committed = () =>
+    (other.query("SELECT name FROM items ORDER BY id").all() as Array<{ name: string }>).map((r) => r.name)
   return { writer, other, insert, committed }
 })
 

@@ -86,7 +86,9 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       return Effect.forEach(uses, ([id, at]) =>
         repo.touch(id, at).pipe(
           Effect.catchAll((error) =>
-            Effect.logWarning("could not record the last use of an API key", error).pipe(Effect.annotateLogs("keyId", id))
+            Effect.logWarning("could not record the last use of an API key", error).pipe(
+              Effect.annotateLogs("keyId", id)
+            )
           )
         ), { concurrency: "unbounded", discard: true })
     })
@@ -127,7 +129,9 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
      * The key a bearer token stands for, if it is a known, unrevoked key. Runs on every request: a plain chain of
      * steps, without a span (a span per request costs more than the lookup itself).
      */
-    const authenticate = (token: Redacted.Redacted<string>): Effect.Effect<Option.Option<AuthenticatedKey>, SqlError.SqlError> => {
+    const authenticate = (
+      token: Redacted.Redacted<string>
+    ): Effect.Effect<Option.Option<AuthenticatedKey>, SqlError.SqlError> => {
       const key = Redacted.value(token)
       const at = clock.unsafeCurrentTimeMillis()
       if (passed.size > 0) sweep(at)

@@ -24,7 +24,10 @@ describe("another process holds the write lock", () => {
   it("health and reads answer at once, creates wait up to DB_QUERY_TIMEOUT then 503 with Retry-After, and succeed once it is free", async () => {
     const database = `${scratchDirectory()}/contention.db`
     const { key } = createKey(database)
-    const server = await startPetstore({ database, env: { DB_QUERY_TIMEOUT: `${QUERY_TIMEOUT_MS} millis`, LOG_LEVEL: "info" } })
+    const server = await startPetstore({
+      database,
+      env: { DB_QUERY_TIMEOUT: `${QUERY_TIMEOUT_MS} millis`, LOG_LEVEL: "info" }
+    })
     const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
     const create = (name: string) =>
       timed(() =>

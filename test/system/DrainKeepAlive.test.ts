@@ -20,10 +20,13 @@ interface Answer {
 /** One request on the agent's keep-alive connections: the answer, or the error code of a request that got none. */
 const get = (agent: Agent, port: number, path: string, key: string) =>
   new Promise<Answer | { readonly error: string; readonly at: number }>((resolve) => {
-    const req = httpRequest({ host: "127.0.0.1", port, path, agent, headers: { authorization: `Bearer ${key}` } }, (res) => {
-      res.resume()
-      res.on("end", () => resolve({ status: res.statusCode!, connection: res.headers.connection, at: Date.now() }))
-    })
+    const req = httpRequest(
+      { host: "127.0.0.1", port, path, agent, headers: { authorization: `Bearer ${key}` } },
+      (res) => {
+        res.resume()
+        res.on("end", () => resolve({ status: res.statusCode!, connection: res.headers.connection, at: Date.now() }))
+      }
+    )
     req.on("error", (error: NodeJS.ErrnoException) => resolve({ error: error.code ?? error.message, at: Date.now() }))
     req.end()
   })
@@ -64,7 +67,9 @@ describe("SIGTERM with keep-alive clients", () => {
     // Readiness, on connections of its own, turns 503 at once.
     let notReadyAt: number | undefined
     while (notReadyAt === undefined && Date.now() < signalledAt + DELAY_MS) {
-      const response = await fetch(`${server.origin}/readyz`, { headers: { connection: "close" } }).catch(() => undefined)
+      const response = await fetch(`${server.origin}/readyz`, { headers: { connection: "close" } }).catch(() =>
+        undefined
+      )
       if (response?.status === 503) notReadyAt = Date.now()
       else await new Promise((done) => setTimeout(done, 20))
     }

@@ -4,8 +4,8 @@
  * connection cut, though the waits add up past Bun's default idle timeout of 10 s (the connection's idle timeout is set
  * past REQUEST_TIMEOUT). Needs TEST_DATABASE_URL; reported as skipped without it.
  */
-import { afterAll, describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Redacted, Scope } from "effect"
 import { postgres, TEST_DATABASE_URL, withSearchPath } from "../support/backends.js"
 import { createKey, startPetstore, stopAll } from "./support/petstore.js"
@@ -23,7 +23,9 @@ describe("PostgreSQL deadlines", () => {
     it("answers all 40 creates with 503 or 201 while another session holds pets, none cut off", async () => {
       const scope = await Effect.runPromise(Scope.make())
       try {
-        const url = Redacted.value(await Effect.runPromise(Scope.extend(postgres(TEST_DATABASE_URL!).freshDatabase, scope)))
+        const url = Redacted.value(
+          await Effect.runPromise(Scope.extend(postgres(TEST_DATABASE_URL!).freshDatabase, scope))
+        )
         const { key } = createKey(url)
         const server = await startPetstore({
           database: url,
@@ -44,16 +46,17 @@ describe("PostgreSQL deadlines", () => {
         )
         await locked.promise
         const started = Date.now()
-        const outcomes = await Promise.all(Array.from({ length: REQUESTS }, (_, i) =>
-          fetch(`${server.origin}/v1/pets`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-            body: JSON.stringify({ name: `Waiting ${i}`, categoryId: 1 })
-          }).then(
-            async (response) => ({ status: response.status, body: await response.json(), ms: Date.now() - started }),
-            (error: Error) => ({ status: 0, body: error.message, ms: Date.now() - started })
-          )
-        ))
+        const outcomes = await Promise.all(
+          Array.from({ length: REQUESTS }, (_, i) =>
+            fetch(`${server.origin}/v1/pets`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+              body: JSON.stringify({ name: `Waiting ${i}`, categoryId: 1 })
+            }).then(
+              async (response) => ({ status: response.status, body: await response.json(), ms: Date.now() - started }),
+              (error: Error) => ({ status: 0, body: error.message, ms: Date.now() - started })
+            ))
+        )
         await Effect.runPromise(Fiber.await(holder))
         for (const outcome of outcomes) {
           expect([201, 503], JSON.stringify(outcome)).toContain(outcome.status)

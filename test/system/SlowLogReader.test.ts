@@ -19,7 +19,15 @@ describe("a slow reader of stdout", () => {
     const { key } = createKey(database)
     const port = await freePort()
     const child = spawn(BINARY, ["serve"], {
-      env: { ...process.env, HOST: "127.0.0.1", PORT: String(port), DATABASE_URL: database, LOG_FORMAT: "json", LOG_LEVEL: "info", SHUTDOWN_DELAY: "0 seconds" },
+      env: {
+        ...process.env,
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        DATABASE_URL: database,
+        LOG_FORMAT: "json",
+        LOG_LEVEL: "info",
+        SHUTDOWN_DELAY: "0 seconds"
+      },
       stdio: ["ignore", "pipe", "inherit"]
     })
     const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)))
@@ -43,7 +51,9 @@ describe("a slow reader of stdout", () => {
         while (next < REQUESTS) {
           const id = `slow-${next++}`
           const started = Date.now()
-          const response = await fetch(`${origin}/v1/pets?limit=1`, { headers: { authorization: `Bearer ${key}`, "x-request-id": id } })
+          const response = await fetch(`${origin}/v1/pets?limit=1`, {
+            headers: { authorization: `Bearer ${key}`, "x-request-id": id }
+          })
           await response.arrayBuffer()
           expect(response.status).toBe(200)
           slowest = Math.max(slowest, Date.now() - started)
@@ -55,11 +65,15 @@ describe("a slow reader of stdout", () => {
       // Whole lines only: the last one may still be on its way.
       const whole = () => text.slice(0, text.lastIndexOf("\n") + 1)
       const requestLines = () => whole().split("\n").filter((line) => line.includes(`"requestId":"slow-`))
-      for (let i = 0; i < 3000 && requestLines().length < REQUESTS; i++) await new Promise((done) => setTimeout(done, 10))
+      for (let i = 0; i < 3000 && requestLines().length < REQUESTS; i++) {
+        await new Promise((done) => setTimeout(done, 10))
+      }
 
       const lines = whole().split("\n").filter((line) => line !== "")
       for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow()
-      const ids = lines.map((line) => JSON.parse(line)).filter((entry) => entry.message === "request").map((entry) => entry.annotations.requestId)
+      const ids = lines.map((line) => JSON.parse(line)).filter((entry) => entry.message === "request").map((entry) =>
+        entry.annotations.requestId
+      )
         .filter((id) => String(id).startsWith("slow-"))
       expect(ids).toHaveLength(REQUESTS)
       expect(new Set(ids).size).toBe(REQUESTS)

@@ -23,7 +23,9 @@ setTimeout(() => { db.run("COMMIT"); db.close(); process.exit(0) }, Number(proce
 /** Takes the write lock of `database` in another process for `ms` milliseconds; resolves once it is held. */
 export const holdWriteLock = (database: string, ms: number): Promise<HeldLock> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["-e", HOLDER, database, String(ms)], { stdio: ["ignore", "pipe", "inherit"] })
+    const child = spawn(process.execPath, ["-e", HOLDER, database, String(ms)], {
+      stdio: ["ignore", "pipe", "inherit"]
+    })
     const released = new Promise<void>((done) => child.once("exit", () => done()))
     child.stdout!.once("data", () => resolve({ lockedAt: Date.now(), released }))
     child.once("exit", (code) => reject(new Error(`the lock holder exited with ${code} before locking`)))
