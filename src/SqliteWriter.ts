@@ -131,11 +131,17 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
         release.run()
       } catch (cause) {
         results[i] = { ok: false, value: cause }
+        // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction back: then nothing of the
+        // batch is stored, and the following units must not run outside it (a SAVEPOINT would start another one).
         try {
+          if (!database.inTransaction) throw cause
           rollbackUnit.run()
           release.run()
-        } catch {
-          // the transaction itself is gone (SQLite rolled it back): the commit below fails, and with it every unit
+        } catch (lost) {
+          if (database.inTransaction) rollback.run()
+          failAll(batch, failedWith("The transaction was rolled back")(lost))
+          if (queue.length > 0) schedule()
+          return
         }
       }
     }
