@@ -137,7 +137,7 @@ describe("direct routes, logs", () => {
           Effect.zipRight(Effect.die(new Error("boom")))
         )
         : Effect.die(new Error("boom"))
-    return Layer.succeed(PetsRepo, PetsRepo.make({ create: fail, findById: fail, list: fail }))
+    return Layer.succeed(PetsRepo, PetsRepo.make({ create: fail, createOnce: fail, findById: fail, list: fail }))
   }
 
   for (const wait of [false, true]) {

@@ -6,11 +6,14 @@ import { Schema } from "effect"
 import { Authorization } from "../Auth/Api.js"
 import {
   BadRequestResponse,
+  IdempotencyKeyInUseResponse,
+  IdempotencyKeyReusedResponse,
   NotFoundResponse,
   PayloadTooLargeResponse,
   UnavailableResponse,
   UnsupportedMediaTypeResponse
 } from "../Domain/Errors.js"
+import { CreatePetHeaders } from "../Domain/Idempotency.js"
 import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
 
 /** getPet is removed on this date (RFC 8594 `Sunset`). */
@@ -40,6 +43,15 @@ const responseHeaders = (headers: Record<string, HeaderDoc>, statuses?: Readonly
   return op
 }
 
+/** `Retry-After` (RFC 9110 §10.2.3) as the answers that carry it document it. */
+export const RETRY_AFTER_DOC: HeaderDoc = {
+  description: "RFC 9110: seconds to wait before retrying.",
+  schema: { type: "integer" }
+}
+
+/** Documents response headers, which HttpApi has no declaration for, on the given statuses. */
+export const documentResponseHeaders = responseHeaders
+
 export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
   .add(
     HttpApiEndpoint.get("listPets", "/pets")
@@ -62,20 +74,31 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
   .add(
     HttpApiEndpoint.post("createPet", "/pets")
       .setPayload(NewPet)
+      .setHeaders(CreatePetHeaders)
       // Annotating a schema drops its identifier; restating it keeps the 201 body a `$ref` to `Pet`, not a copy.
       .addSuccess(Pet.annotations(HttpApiSchema.annotations({ status: 201, identifier: "Pet" })))
       .addError(BadRequestResponse)
       .addError(PayloadTooLargeResponse)
       .addError(UnsupportedMediaTypeResponse)
+      .addError(IdempotencyKeyInUseResponse)
+      .addError(IdempotencyKeyReusedResponse)
       .annotate(OpenApi.Summary, "Add an animal")
       .annotate(
         OpenApi.Description,
-        "Adds an animal; the service assigns its id (a client-sent `id` is ignored). `status` defaults to `available`."
+        "Adds an animal; the service assigns its id (a client-sent `id` is ignored). `status` defaults to `available`. " +
+          "Send an `Idempotency-Key` to make retries safe: a retry with the same key and body is answered as the " +
+          "first request was, with `Idempotent-Replayed: true`, and adds nothing."
       )
-      .annotate(
-        OpenApi.Transform,
-        responseHeaders({ Location: { description: "The new animal's address, `/v1/pets/{id}`." } }, ["201"])
-      )
+      .annotate(OpenApi.Transform, (op) =>
+        responseHeaders({ "Retry-After": RETRY_AFTER_DOC }, ["409"])(
+          responseHeaders({
+            Location: { description: "The new animal's address, `/v1/pets/{id}`." },
+            "Idempotent-Replayed": {
+              description: "`true` when this is the recorded answer to an earlier request with the same " +
+                "`Idempotency-Key` (no animal was added this time)."
+            }
+          }, ["201"])(op)
+        ))
   )
   .add(
     HttpApiEndpoint.get("getPet", "/pets/:petId")

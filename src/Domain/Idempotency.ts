@@ -1,0 +1,67 @@
+/**
+ * The `Idempotency-Key` request header of createPet (draft-ietf-httpapi-idempotency-key-header-07).
+ *
+ * The draft makes the header an Item Structured Field whose value is a String: `Idempotency-Key: "8e03978e"`. Stripe's
+ * clients and most generated SDKs send the bare value instead (`Idempotency-Key: 8e03978e`), so both are accepted and
+ * name the same key: a value that starts with `"` is parsed as a structured-field String (RFC 9651; parameters, which
+ * the draft defines none of, are ignored), any other value is the key as it stands. Either way the key is 1 to 255
+ * visible ASCII characters, no space.
+ */
+import { ParseResult, Schema } from "effect"
+import { parseItem } from "structured-headers"
+
+export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
+
+const KEY = /^[\x21-\x7e]{1,255}$/
+
+/** What a client is told when the header cannot be read (the 400 `invalid_header` message ends with it). */
+export const IDEMPOTENCY_KEY_RULE =
+  `must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters without spaces, bare or as a quoted ` +
+  `structured-field string ("…")`
+
+/** The key a header value names, if it names one. */
+export const idempotencyKeyOf = (value: string): string | undefined => {
+  let key = value
+  if (value.startsWith("\"")) {
+    try {
+      const [item] = parseItem(value)
+      if (typeof item !== "string") return undefined
+      key = item
+    } catch {
+      return undefined
+    }
+  }
+  return KEY.test(key) ? key : undefined
+}
+
+/** The header's value decoded to the key itself; encoded as the draft's structured-field String. */
+export const IdempotencyKey = Schema.transformOrFail(Schema.String, Schema.String, {
+  strict: true,
+  decode: (value, _, ast) => {
+    const key = idempotencyKeyOf(value)
+    return key === undefined ? ParseResult.fail(new ParseResult.Type(ast, value, IDEMPOTENCY_KEY_RULE)) : ParseResult.succeed(key)
+  },
+  encode: (key) => ParseResult.succeed(`"${key.replace(/[\\"]/g, "\\$&")}"`)
+}).annotations({
+  identifier: "IdempotencyKey",
+  message: () => ({ message: IDEMPOTENCY_KEY_RULE, override: true }),
+  jsonSchema: {
+    type: "string",
+    minLength: 1,
+    maxLength: IDEMPOTENCY_KEY_MAX_LENGTH + 2,
+    examples: ["\"8e03978e-40d5-43e8-bc93-6894a57f9324\"", "8e03978e-40d5-43e8-bc93-6894a57f9324"],
+    description:
+      "draft-ietf-httpapi-idempotency-key-header-07: a unique key for this request, as a structured-field string " +
+      "(`\"…\"`) or bare; 1 to 255 visible ASCII characters, no space. A retry with the same key and the same body " +
+      "is answered as the first request was (with `Idempotent-Replayed: true`) and adds nothing; with another body it " +
+      "is 422 `idempotency_key_reused`; while the first is still being processed, 409 `idempotency_key_in_use`. Keys " +
+      "are scoped to the API key and remembered for `IDEMPOTENCY_TTL` (24 hours by default)."
+  }
+})
+
+/** createPet's request headers. HttpApi hands headers over with lower-case names. */
+export const CreatePetHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(IdempotencyKey)
+})
+export type CreatePetHeaders = typeof CreatePetHeaders.Type
