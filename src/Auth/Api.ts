@@ -4,13 +4,14 @@
 import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
-import { UnauthorizedResponse, UnavailableResponse } from "../Domain/Errors.js"
+import { RateLimitedResponse, UnauthorizedResponse, UnavailableResponse } from "../Domain/Errors.js"
 
 /** The key the current request authenticated with. */
 export class CurrentApiKey extends Context.Tag("Auth/CurrentApiKey")<CurrentApiKey, AuthenticatedKey>() {}
 
 export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("Auth/Authorization", {
-  failure: Schema.Union(UnauthorizedResponse, UnavailableResponse),
+  // 429: the key is valid but has used up its quota (`RATE_LIMIT`); checked right after the key.
+  failure: Schema.Union(UnauthorizedResponse, RateLimitedResponse, UnavailableResponse),
   provides: CurrentApiKey,
   security: {
     bearerAuth: HttpApiSecurity.bearer.pipe(

@@ -1,13 +1,15 @@
 /**
  * The bearer check behind `Authorization`: the scheme is matched case-insensitively, the key looked up by the id it
- * carries and compared by hash in constant time. A refusal is a 401 with `WWW-Authenticate: Bearer`.
+ * carries and compared by hash in constant time. A refusal is a 401 with `WWW-Authenticate: Bearer`. A key that passed
+ * then counts one request against its quota (`RateLimits`: 429 past it).
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, FiberRef, Layer, Option, Redacted } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
 import { type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
-import { orUnavailable } from "../Unavailable.js"
 import { currentKeyId } from "../Middleware.js"
+import { RateLimits } from "../RateLimit/RateLimits.js"
+import { orUnavailable } from "../Unavailable.js"
 import { Authorization } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
 
@@ -47,17 +49,23 @@ export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck
   }))
 }) {}
 
+/**
+ * The `Authorization` middleware: the key, then its quota. The quota is counted here rather than in a middleware of its
+ * own because HttpApi runs a group's later middleware before the earlier ones, without what they provide (the key).
+ */
 export const AuthorizationLive = Layer.effect(
   Authorization,
   Effect.gen(function*() {
     const { check } = yield* BearerCheck
+    const rateLimits = yield* RateLimits
     return Authorization.of({
       // HttpApi hands over the header minus its first 7 characters; the header itself is read to check the scheme.
       bearerAuth: () =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => check(request.headers.authorization)).pipe(
           Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
-          Effect.tap((key) => FiberRef.set(currentKeyId, key.id))
+          Effect.tap((key) => FiberRef.set(currentKeyId, key.id)),
+          Effect.tap((key) => rateLimits.consume(key.id))
         )
     })
   })
-)
+).pipe(Layer.provide(RateLimits.Default))
