@@ -5,13 +5,17 @@
  *     const client = yield* HttpApiClient.make(Api, { baseUrl: "https://api.petstore.example/v1" })
  */
 import { HttpApi, OpenApi } from "@effect/platform"
+import { RATE_LIMIT_HEADER_DOCS, RETRY_AFTER_HEADER_DOCS } from "./Auth/Api.js"
 import { PetsApi } from "./Pets/Api.js"
 
 type Document = {
   info: Record<string, unknown>
   paths: Record<
     string,
-    Record<string, { responses?: Record<string, { description: string; content?: unknown; headers?: object }> }>
+    Record<string, {
+      security?: ReadonlyArray<unknown>
+      responses?: Record<string, { description: string; content?: unknown; headers?: object }>
+    }>
   >
   components: { schemas: Record<string, unknown> }
 }
@@ -24,6 +28,10 @@ const finishDocument = (doc: Document): Record<string, any> => {
   for (const item of Object.values(doc.paths)) {
     for (const op of Object.values(item)) {
       for (const [status, response] of Object.entries(op.responses ?? {})) {
+        if (op.security !== undefined && op.security.length > 0 && status !== "401") {
+          response.headers = { ...response.headers, ...RATE_LIMIT_HEADER_DOCS }
+        }
+        if (status === "429" || status === "503") response.headers = { ...response.headers, ...RETRY_AFTER_HEADER_DOCS }
         if (Number(status) < 400 || response.content === undefined) continue
         response.content = { "application/json": { schema: { $ref: "#/components/schemas/Error" } } }
         if (status === "400") response.description = "The request is invalid: the message names the field and why."

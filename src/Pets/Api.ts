@@ -3,7 +3,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Authorization } from "../Auth/Api.js"
+import { Authorization, RETRY_AFTER_HEADER_DOCS } from "../Auth/Api.js"
 import {
   BadRequestResponse,
   IdempotencyKeyInUseResponse,
@@ -13,7 +13,7 @@ import {
   UnavailableResponse,
   UnsupportedMediaTypeResponse
 } from "../Domain/Errors.js"
-import { CreatePetHeaders } from "../Domain/Idempotency.js"
+import { CreatePetHeaders, IDEMPOTENCY_KEY_HEADER } from "../Domain/Idempotency.js"
 import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
 
 /** getPet is removed on this date (RFC 8594 `Sunset`). */
@@ -43,14 +43,14 @@ const responseHeaders = (headers: Record<string, HeaderDoc>, statuses?: Readonly
   return op
 }
 
-/** `Retry-After` (RFC 9110 §10.2.3) as the answers that carry it document it. */
-export const RETRY_AFTER_DOC: HeaderDoc = {
-  description: "RFC 9110: seconds to wait before retrying.",
-  schema: { type: "integer" }
+/** Header parameters under their usual spelling (HttpApi declares them in lower case, as requests carry them). */
+const headerNames = (names: ReadonlyArray<string>) => (op: Record<string, any>) => {
+  for (const parameter of op.parameters ?? []) {
+    const name = names.find((candidate) => candidate.toLowerCase() === parameter.name)
+    if (parameter.in === "header" && name !== undefined) parameter.name = name
+  }
+  return op
 }
-
-/** Documents response headers, which HttpApi has no declaration for, on the given statuses. */
-export const documentResponseHeaders = responseHeaders
 
 export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
   .add(
@@ -90,7 +90,7 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
           "first request was, with `Idempotent-Replayed: true`, and adds nothing."
       )
       .annotate(OpenApi.Transform, (op) =>
-        responseHeaders({ "Retry-After": RETRY_AFTER_DOC }, ["409"])(
+        responseHeaders(RETRY_AFTER_HEADER_DOCS, ["409"])(headerNames([IDEMPOTENCY_KEY_HEADER])(
           responseHeaders({
             Location: { description: "The new animal's address, `/v1/pets/{id}`." },
             "Idempotent-Replayed": {
@@ -98,7 +98,7 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
                 "`Idempotency-Key` (no animal was added this time)."
             }
           }, ["201"])(op)
-        ))
+        )))
   )
   .add(
     HttpApiEndpoint.get("getPet", "/pets/:petId")
