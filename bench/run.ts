@@ -166,6 +166,10 @@ const SCENARIOS: ReadonlyArray<Scenario> = [
   { name: "create", path: () => "/v1/pets", script: join(ROOT, "bench", "create.lua") }
 ]
 
+const CREATE = SCENARIOS[3]
+const IDEMPOTENT = "petstore, Idempotency-Key on every create"
+const IDEMPOTENT_SCRIPT = join(ROOT, "bench", "create-idempotent.lua")
+
 interface Load {
   readonly rps: number
   readonly p50: number
@@ -221,7 +225,8 @@ const main = async () => {
     petstore: base.file,
     raw: copyDb(base.file, join(DATA, "raw.db")),
     logged: copyDb(base.file, join(DATA, "logged.db")),
-    traced: copyDb(base.file, join(DATA, "traced.db"))
+    traced: copyDb(base.file, join(DATA, "traced.db")),
+    limited: copyDb(base.file, join(DATA, "limited.db"))
   }
   const key = base.key
 
@@ -239,7 +244,9 @@ const main = async () => {
   const raw = await start("raw", "raw", dbs.raw, key)
   const logged = await start("petstore, request log on", "petstore", dbs.logged, key, { LOG_LEVEL: "info" })
   const traced = await start("petstore, tracing on", "petstore", dbs.traced, key, { TRACING: "on" })
-  const all = [petstore, raw, logged, traced]
+  // A quota far above what the load reaches: the cost of counting and stating it, never a 429.
+  const limited = await start("petstore, RATE_LIMIT on", "petstore", dbs.limited, key, { RATE_LIMIT: "100000000/second" })
+  const all = [petstore, raw, logged, traced, limited]
   try {
     await Bun.sleep(1000)
     const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -264,6 +271,10 @@ const main = async () => {
       for (const server of [logged, raw, traced]) {
         add("variants", server.name, wrk(server.origin + SCENARIOS[0].path(PETS), key))
       }
+      // Rate limits on the list and on creates; an Idempotency-Key on every create.
+      add("variants", limited.name, wrk(limited.origin + SCENARIOS[0].path(PETS), key))
+      add("variants, create", limited.name, wrk(limited.origin + CREATE.path(PETS), key, CREATE.script))
+      add("variants, create", IDEMPOTENT, wrk(petstore.origin + CREATE.path(PETS), key, IDEMPOTENT_SCRIPT))
     }
     const afterLoad = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
 
@@ -280,10 +291,17 @@ const main = async () => {
       }
     })
     const rawList = summarize(loads.variants[raw.name])
-    const variants = [logged, traced].map((server) => {
+    const listVariants = [logged, traced, limited].map((server) => {
       const load = summarize(loads.variants[server.name])
       return { variant: server.name, scenario: "list 20", load, raw: rawList, ratio: ratio(load.rps, rawList.rps) }
     })
+    // Creates against the raw baseline's creates of the same rounds.
+    const rawCreate = summarize(loads[CREATE.name][raw.name])
+    const createVariants = [limited.name, IDEMPOTENT].map((name) => {
+      const load = summarize(loads["variants, create"][name])
+      return { variant: name, scenario: "create", load, raw: rawCreate, ratio: ratio(load.rps, rawCreate.rps) }
+    })
+    const variants = [...listVariants, ...createVariants]
 
     for (const server of all) await server.stop()
 
