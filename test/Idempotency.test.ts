@@ -2,11 +2,12 @@
  * Idempotency-Key on createPet (draft-ietf-httpapi-idempotency-key-header-07), on each backend, through the HttpApi app.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schema, TestClock } from "effect"
+import { Context, Effect, Schema, TestClock } from "effect"
 import { IdempotencyKey, IDEMPOTENCY_KEY_RULE } from "../src/Domain/Idempotency.js"
 import { fingerprintOf } from "../src/Pets/Idempotency.js"
 import { describeBackends, describePostgres } from "./support/backends.js"
-import { type App, appOn, appWith, countPets, createRequest, json } from "./support/retries.js"
+import { Outage, OutageSqlLive } from "./support/outage.js"
+import { type App, appOn, appOnDatabase, appWith, countPets, createRequest, json } from "./support/retries.js"
 
 const REX = { name: "Rex", categoryId: 3, status: "pending" }
 
@@ -43,6 +44,20 @@ describe("the Idempotency-Key header", () => {
   it("is encoded as the draft's structured-field string", () => {
     expect(Schema.encodeSync(IdempotencyKey)("a\"b")).toBe("\"a\\\"b\"")
   })
+  it.scoped("a create the database could not take is 503 with Retry-After, and not remembered", () =>
+    Effect.gen(function*() {
+      const app = yield* appOnDatabase(OutageSqlLive)
+      const outage = Context.get(app.context as unknown as Context.Context<Outage>, Outage)
+      yield* outage.set(true)
+      const failed = yield* create(app as App, REX, "outage")
+      expect(failed.status).toBe(503)
+      expect(failed.headers.get("retry-after")).toBe("1")
+      yield* outage.set(false)
+      const later = yield* create(app as App, { ...REX, name: "Max" }, "outage")
+      expect(later.status).toBe(201)
+      expect(later.headers.get("idempotent-replayed")).toBeNull()
+    }))
+
   it("fingerprints the decoded payload, not its spelling", () => {
     expect(fingerprintOf({ name: "Rex", categoryId: 3, status: "available" }))
       .not.toBe(fingerprintOf({ name: "Rex", categoryId: 3, status: "sold" }))

@@ -14,7 +14,13 @@ import type { Backend } from "./backends.js"
 import { ORIGIN, servers } from "./http.js"
 
 /** The application on the database at `url` (several may share one: replicas). */
-export const appOn = (url: Redacted.Redacted<string>, env: Record<string, string> = {}) =>
+export const appOn = (url: Redacted.Redacted<string>, env: Record<string, string> = {}) => appOnDatabase(Sql.layer(url), env)
+
+/** The application on the given SQL client. */
+export const appOnDatabase = <E>(
+  database: Layer.Layer<SqlClient.SqlClient, E>,
+  env: Record<string, string> = {}
+) =>
   Effect.gen(function*() {
     const handler = webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), {
       corsOrigins: Option.none(),
@@ -23,7 +29,7 @@ export const appOn = (url: Redacted.Redacted<string>, env: Record<string, string
     const context = yield* Layer.build(
       Layer.mergeAll(handler, ApiKeys.Default).pipe(
         Layer.provideMerge(Lifecycle.Default),
-        Layer.provideMerge(Sql.layer(url)),
+        Layer.provideMerge(database),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
       )
     )
@@ -31,7 +37,7 @@ export const appOn = (url: Redacted.Redacted<string>, env: Record<string, string
     const keys = Context.get(context, ApiKeys)
     const newKey = (name: string) => Effect.map(keys.create(name), (created) => Redacted.value(created.key))
     const fetch = (path: string, init?: RequestInit) => Effect.promise(() => Promise.resolve(web(new Request(`${ORIGIN}${path}`, init))))
-    return { fetch, key: yield* newKey("first"), newKey, sql: Context.get(context, SqlClient.SqlClient) }
+    return { fetch, key: yield* newKey("first"), newKey, sql: Context.get(context, SqlClient.SqlClient), context }
   })
 
 /** The application on a fresh database of the backend. */
