@@ -3,6 +3,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Schema, TestClock } from "effect"
+import { invalidHeader } from "../src/Domain/Errors.js"
 import { IdempotencyKey, IDEMPOTENCY_KEY_RULE } from "../src/Domain/Idempotency.js"
 import { fingerprintOf } from "../src/Pets/Idempotency.js"
 import { describeBackends, describePostgres } from "./support/backends.js"
@@ -203,4 +204,12 @@ describePostgres((backend) => {
       }
       expect(yield* countPets(a)).toBe(21)
     }))
+})
+
+describe("invalid_header", () => {
+  it("names the header in its usual spelling and says why", () => {
+    const error = invalidHeader("idempotency-key", IDEMPOTENCY_KEY_RULE)
+    expect(error.code).toBe("invalid_header")
+    expect(error.message).toBe(`Invalid header 'Idempotency-Key': ${IDEMPOTENCY_KEY_RULE}`)
+  })
 })
