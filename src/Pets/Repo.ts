@@ -122,14 +122,19 @@ const sqliteRepository = (db: Database): PetsRepository => {
   )
   const selectRecord = db.prepare<IdempotencyRecord, [string, string, number]>(SELECT_RECORD)
   const insertRecord = db.prepare(INSERT_RECORD)
-  // IMMEDIATE: the write lock is taken first, so the read and the writes see one state of the file.
-  const createOnce = db.transaction((request: CreateOnceRequest): CreateOnceResult => {
+  /**
+   * The statements of an idempotent create, to run inside a write transaction (they read, then write, under one lock;
+   * a writer that commits several requests at once runs this inside its own transaction).
+   */
+  const createOnceStatements = (request: CreateOnceRequest): CreateOnceResult => {
     const record = selectRecord.get(request.scope, request.key, request.now)
     if (record !== null) return { _tag: "Recorded", record }
     const pet = insert.get(request.pet.name, request.pet.categoryId, request.pet.status)!
     insertRecord.run(...recordValues(request, pet))
     return { _tag: "Created", pet }
-  })
+  }
+  // IMMEDIATE: the write lock is taken first, so the read and the writes see one state of the file.
+  const createOnce = db.transaction(createOnceStatements)
   return {
     createOnce: (request) => Effect.try({ try: () => createOnce.immediate(request), catch: statementFailed }),
     create: (pet) => Effect.try({ try: () => insert.get(pet.name, pet.categoryId, pet.status)!, catch: statementFailed }),
