@@ -9,8 +9,6 @@ import { addResponseHeaders } from "./ResponseHeaders.js"
 
 /** Seconds a 503 asks the client to wait before retrying (`Retry-After`). */
 export const RETRY_AFTER_UNAVAILABLE_SECONDS = 1
-/** Seconds a 409 `idempotency_key_in_use` asks the client to wait before retrying. */
-export const RETRY_AFTER_IN_USE_SECONDS = 1
 
 /** The headers of every 503 answer. */
 export const UNAVAILABLE_HEADERS: Readonly<Record<string, string>> = {

@@ -16,9 +16,9 @@ import {
 import type { CreatePetHeaders } from "../Domain/Idempotency.js"
 import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet, type PetId } from "../Domain/Pet.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
-import { RETRY_AFTER_IN_USE_SECONDS, orUnavailable } from "../Unavailable.js"
+import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
-import { Idempotency } from "./Idempotency.js"
+import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
 import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
@@ -67,36 +67,36 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
         )
 
     return {
-    listPets: ({ urlParams }: { readonly urlParams: ListPetsQuery }): Effect.Effect<Answer<ReadonlyArray<Pet>>, Unavailable> => {
-      const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
-      return repo.list(query).pipe(
-        orUnavailable,
-        Effect.map((page) => ({
-          value: page.pets,
-          headers: page.more ? { link: nextPageLink(query, page.pets.at(-1)!) } : undefined
-        }))
-      )
-    },
-    createPet: ({ headers, payload }: {
-      readonly payload: NewPet
-      readonly headers?: CreatePetHeaders | undefined
-    }): Effect.Effect<
-      Answer<Pet>,
-      Unavailable | IdempotencyKeyInUse | IdempotencyKeyReused,
-      CurrentApiKey
-    > => {
-      const key = headers?.["idempotency-key"]
-      if (key !== undefined) return createOnce(key, payload)
-      return repo.create(payload).pipe(orUnavailable, Effect.map(created))
-    },
-    getPet: ({ path }: { readonly path: { readonly petId: PetId } }): Effect.Effect<Answer<Pet>, Unavailable | NotFound> =>
-      repo.findById(path.petId).pipe(
-        orUnavailable,
-        Effect.flatMap(Option.match({
-          onNone: () => Effect.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
-          onSome: (pet) => Effect.succeed({ value: pet })
-        }))
-      )
+      listPets: ({ urlParams }: { readonly urlParams: ListPetsQuery }): Effect.Effect<Answer<ReadonlyArray<Pet>>, Unavailable> => {
+        const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
+        return repo.list(query).pipe(
+          orUnavailable,
+          Effect.map((page) => ({
+            value: page.pets,
+            headers: page.more ? { link: nextPageLink(query, page.pets.at(-1)!) } : undefined
+          }))
+        )
+      },
+      createPet: ({ headers, payload }: {
+        readonly payload: NewPet
+        readonly headers?: CreatePetHeaders | undefined
+      }): Effect.Effect<
+        Answer<Pet>,
+        Unavailable | IdempotencyKeyInUse | IdempotencyKeyReused,
+        CurrentApiKey
+      > => {
+        const key = headers?.["idempotency-key"]
+        if (key !== undefined) return createOnce(key, payload)
+        return repo.create(payload).pipe(orUnavailable, Effect.map(created))
+      },
+      getPet: ({ path }: { readonly path: { readonly petId: PetId } }): Effect.Effect<Answer<Pet>, Unavailable | NotFound> =>
+        repo.findById(path.petId).pipe(
+          orUnavailable,
+          Effect.flatMap(Option.match({
+            onNone: () => Effect.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
+            onSome: (pet) => Effect.succeed({ value: pet })
+          }))
+        )
     }
   }),
   dependencies: [Idempotency.Default]

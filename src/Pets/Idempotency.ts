@@ -32,6 +32,9 @@ export const IdempotencyTtl = Config.string("IDEMPOTENCY_TTL").pipe(
   Config.withDefault(Duration.hours(24))
 )
 
+/** Seconds a 409 `idempotency_key_in_use` asks the client to wait before retrying (`Retry-After`). */
+export const RETRY_AFTER_IN_USE_SECONDS = 1
+
 /** Rows deleted per statement while pruning, and the pause between statements. */
 const PRUNE_BATCH = 500
 const PRUNE_PAUSE = Duration.millis(10)
