@@ -159,16 +159,49 @@ interface Scenario {
   readonly script?: string
 }
 
+/**
+ * Features on the request path, each measured on a server of its own beside the plain one, on the scenarios it
+ * concerns: the row with it on next to the row without it, in the same rounds.
+ */
+interface Variant {
+  readonly name: string
+  readonly env: Record<string, string>
+  /** Request headers the feature needs to do its work (a browser's Origin for CORS). */
+  readonly headers?: ReadonlyArray<string>
+  /** A wrk script of its own, in place of the scenario's (an Idempotency-Key that differs on every request). */
+  readonly script?: string
+  readonly scenarios: ReadonlyArray<string>
+}
+
+const VARIANTS: ReadonlyArray<Variant> = [
+  { name: "request log on", env: { LOG_LEVEL: "info" }, scenarios: ["list 20"] },
+  { name: "tracing on", env: { TRACING: "on" }, scenarios: ["list 20"] },
+  {
+    name: "CORS on (CORS_ORIGINS set, requests with Origin)",
+    env: { CORS_ORIGINS: "https://app.example.com" },
+    headers: ["Origin: https://app.example.com"],
+    scenarios: ["list 20", "filtered list, deep cursor", "get one", "create"]
+  },
+  // A quota far above what the load reaches: the cost of counting and stating it, never a 429.
+  {
+    name: "RATE_LIMIT on (never reached)",
+    env: { RATE_LIMIT: "100000000/second" },
+    scenarios: ["list 20", "get one", "create"]
+  },
+  {
+    name: "Idempotency-Key on every create",
+    env: {},
+    script: join(ROOT, "bench", "create-idempotent.lua"),
+    scenarios: ["create"]
+  }
+]
+
 const SCENARIOS: ReadonlyArray<Scenario> = [
   { name: "list 20", path: () => "/v1/pets" },
   { name: "filtered list, deep cursor", path: (pets) => `/v1/pets?status=pending&after=${Math.floor(pets * 0.9)}` },
   { name: "get one", path: (pets) => `/v1/pets/${Math.ceil(pets / 2)}` },
   { name: "create", path: () => "/v1/pets", script: join(ROOT, "bench", "create.lua") }
 ]
-
-const CREATE = SCENARIOS[3]
-const IDEMPOTENT = "petstore, Idempotency-Key on every create"
-const IDEMPOTENT_SCRIPT = join(ROOT, "bench", "create-idempotent.lua")
 
 interface Load {
   readonly rps: number
@@ -184,8 +217,9 @@ const millis = (text: string): number => {
   return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : match[2] === "s" ? value * 1000 : value * 60_000
 }
 
-const wrk = (url: string, key: string, script?: string, seconds = DURATION): Load => {
+const wrk = (url: string, key: string, script?: string, seconds = DURATION, headers: ReadonlyArray<string> = []): Load => {
   const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `Authorization: Bearer ${key}`]
+  for (const header of headers) args.push("-H", header)
   if (script !== undefined) args.push("-s", script)
   const out = run([...args, url])
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN)
@@ -223,10 +257,7 @@ const main = async () => {
   const base = seed("bench", PETS)
   const dbs = {
     petstore: base.file,
-    raw: copyDb(base.file, join(DATA, "raw.db")),
-    logged: copyDb(base.file, join(DATA, "logged.db")),
-    traced: copyDb(base.file, join(DATA, "traced.db")),
-    limited: copyDb(base.file, join(DATA, "limited.db"))
+    raw: copyDb(base.file, join(DATA, "raw.db"))
   }
   const key = base.key
 
@@ -242,11 +273,12 @@ const main = async () => {
 
   const petstore = await start("petstore", "petstore", dbs.petstore, key)
   const raw = await start("raw", "raw", dbs.raw, key)
-  const logged = await start("petstore, request log on", "petstore", dbs.logged, key, { LOG_LEVEL: "info" })
-  const traced = await start("petstore, tracing on", "petstore", dbs.traced, key, { TRACING: "on" })
-  // A quota far above what the load reaches: the cost of counting and stating it, never a 429.
-  const limited = await start("petstore, RATE_LIMIT on", "petstore", dbs.limited, key, { RATE_LIMIT: "100000000/second" })
-  const all = [petstore, raw, logged, traced, limited]
+  const variantServers = new Map<Variant, Server>()
+  for (const variant of VARIANTS) {
+    const db = copyDb(base.file, join(DATA, `variant-${variantServers.size}.db`))
+    variantServers.set(variant, await start(variant.name, "petstore", db, key, variant.env))
+  }
+  const all = [petstore, raw, ...variantServers.values()]
   try {
     await Bun.sleep(1000)
     const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -267,14 +299,15 @@ const main = async () => {
           add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
         }
       }
-      // The default request log and tracing, on the list.
-      for (const server of [logged, raw, traced]) {
-        add("variants", server.name, wrk(server.origin + SCENARIOS[0].path(PETS), key))
+      for (const [variant, server] of variantServers) {
+        for (const scenario of SCENARIOS.filter((s) => variant.scenarios.includes(s.name))) {
+          add(
+            `${scenario.name} / ${variant.name}`,
+            server.name,
+            wrk(server.origin + scenario.path(PETS), key, variant.script ?? scenario.script, DURATION, variant.headers)
+          )
+        }
       }
-      // Rate limits on the list and on creates; an Idempotency-Key on every create.
-      add("variants", limited.name, wrk(limited.origin + SCENARIOS[0].path(PETS), key))
-      add("variants, create", limited.name, wrk(limited.origin + CREATE.path(PETS), key, CREATE.script))
-      add("variants, create", IDEMPOTENT, wrk(petstore.origin + CREATE.path(PETS), key, IDEMPOTENT_SCRIPT))
     }
     const afterLoad = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
 
@@ -290,18 +323,21 @@ const main = async () => {
         p99Ratio: ratio(a.p99, b.p99)
       }
     })
-    const rawList = summarize(loads.variants[raw.name])
-    const listVariants = [logged, traced, limited].map((server) => {
-      const load = summarize(loads.variants[server.name])
-      return { variant: server.name, scenario: "list 20", load, raw: rawList, ratio: ratio(load.rps, rawList.rps) }
-    })
-    // Creates against the raw baseline's creates of the same rounds.
-    const rawCreate = summarize(loads[CREATE.name][raw.name])
-    const createVariants = [limited.name, IDEMPOTENT].map((name) => {
-      const load = summarize(loads["variants, create"][name])
-      return { variant: name, scenario: "create", load, raw: rawCreate, ratio: ratio(load.rps, rawCreate.rps) }
-    })
-    const variants = [...listVariants, ...createVariants]
+    const variants = [...variantServers].flatMap(([variant, server]) =>
+      SCENARIOS.filter((s) => variant.scenarios.includes(s.name)).map((scenario) => {
+        const load = summarize(loads[`${scenario.name} / ${variant.name}`][server.name])
+        const plain = summarize(loads[scenario.name][petstore.name])
+        const rawLoad = summarize(loads[scenario.name][raw.name])
+        return {
+          variant: variant.name,
+          scenario: scenario.name,
+          load,
+          raw: rawLoad,
+          ratio: ratio(load.rps, rawLoad.rps),
+          toPlain: ratio(load.rps, plain.rps)
+        }
+      })
+    )
 
     for (const server of all) await server.stop()
 
@@ -399,8 +435,9 @@ const table = (r: any): string => {
       `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
     )
   }
+  lines.push("", `| with a feature on | req/s | ratio to raw | ratio to the plain row | p50 / p99 ms |`, `|---|---|---|---|---|`)
   for (const v of r.variants) {
-    lines.push(`| ${v.scenario}, ${v.variant.replace("petstore, ", "")} | ${v.load.rps} | ${v.raw.rps} | ${v.ratio} | ${v.load.p50} / ${v.load.p99} | ${v.raw.p50} / ${v.raw.p99} | ${ratio(v.load.p99, v.raw.p99)} |`)
+    lines.push(`| ${v.scenario}, ${v.variant} | ${v.load.rps} | ${v.ratio} | **${v.toPlain}** | ${v.load.p50} / ${v.load.p99} |`)
   }
   lines.push(
     "",

@@ -3,7 +3,6 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Schema, TestClock } from "effect"
-import { invalidHeader } from "../src/Domain/Errors.js"
 import { IdempotencyKey, IDEMPOTENCY_KEY_RULE } from "../src/Domain/Idempotency.js"
 import { fingerprintOf } from "../src/Pets/Idempotency.js"
 import { describeBackends, describePostgres } from "./support/backends.js"
@@ -122,13 +121,16 @@ describeBackends((backend) => {
         expect(created.headers.get("idempotent-replayed")).toBeNull()
       }))
 
-    it.scoped("a header that is not a key is 400 and adds nothing", () =>
+    it.scoped("a header that is not a key is 400 invalid_header, naming the header and the rule, and adds nothing", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend)
-        for (const value of ["\"\"", "x".repeat(256), "\"unterminated"]) {
+        for (const value of ["\"\"", "x".repeat(256), "\"unterminated", "a b"]) {
           const refused = yield* create(app, REX, value)
           expect(refused.status, value).toBe(400)
-          expect((yield* json(refused)).status).toBe(400)
+          const body = yield* json(refused)
+          expect(body).toMatchObject({ code: "invalid_header", status: 400 })
+          expect(body.message).toMatch(/idempotency-key/i)
+          expect(body.message).toContain(IDEMPOTENCY_KEY_RULE)
         }
         expect(yield* countPets(app)).toBe(0)
       }))
@@ -206,10 +208,3 @@ describePostgres((backend) => {
     }))
 })
 
-describe("invalid_header", () => {
-  it("names the header in its usual spelling and says why", () => {
-    const error = invalidHeader("idempotency-key", IDEMPOTENCY_KEY_RULE)
-    expect(error.code).toBe("invalid_header")
-    expect(error.message).toBe(`Invalid header 'Idempotency-Key': ${IDEMPOTENCY_KEY_RULE}`)
-  })
-})

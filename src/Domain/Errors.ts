@@ -48,16 +48,6 @@ export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", f
   static readonly status = 400
 }
 
-/** A header's usual spelling (`idempotency-key` → `Idempotency-Key`): HttpApi decodes headers by lower-case name. */
-const headerName = (name: string) => name.replace(/(^|-)([a-z])/g, (_, dash: string, letter: string) => dash + letter.toUpperCase())
-
-/**
- * 400 `invalid_header`: a declared request header that failed to decode, named, with the reason its schema gives (for
- * `Idempotency-Key`: "must be 1 to 255 visible ASCII characters …").
- */
-export const invalidHeader = (name: string, reason: string) =>
-  new BadRequest({ code: "invalid_header", message: `Invalid header '${headerName(name)}': ${reason}` })
-
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {
   static readonly status = 404
 }

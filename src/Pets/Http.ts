@@ -1,21 +1,17 @@
 /**
- * The catalogue's handlers: each takes the decoded request, asks the repository, and sets the headers the contract
- * gives the answer (`Location`, `Link`, `Idempotent-Replayed`, `Retry-After`, deprecation headers).
+ * The catalogue's handlers: each takes the decoded request, asks the repository, and adds the headers the contract
+ * gives the answer (`Location`, `Link`, `Idempotent-Replayed`, a 409's `Retry-After`, the deprecation headers). Typed
+ * by the declaration (`GroupHandlers`); the HttpApi app (`PetsHttpLive`) and the request pipeline call these same
+ * functions.
  */
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { BASE_PATH, ServedApi } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
-import type { Answer } from "../Dispatch.js"
-import {
-  type IdempotencyKeyInUse,
-  type IdempotencyKeyReused,
-  NotFound,
-  type Unavailable
-} from "../Domain/Errors.js"
-import type { CreatePetHeaders } from "../Domain/Idempotency.js"
-import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet, type PetId } from "../Domain/Pet.js"
+import { NotFound } from "../Domain/Errors.js"
+import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet } from "../Domain/Pet.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
+import type { GroupHandlers } from "../Serving/Handlers.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
 import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
@@ -34,17 +30,15 @@ export const nextPageLink = (query: ListPetsQuery & { readonly limit: number }, 
   return `<${PETS_PATH}?${params}>; rel="next"`
 }
 
-/**
- * The catalogue's handlers, written once. Both serving paths call these same functions with the decoded request:
- * the HttpApi app (`PetsHttpLive` below) and the routes derived from the same declaration (`Dispatch.ts`).
- */
 export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers", {
   effect: Effect.gen(function*() {
     const repo = yield* PetsRepo
     const idempotency = yield* Idempotency
-    const created = (pet: Pet): Answer<Pet> => ({ value: pet, headers: { location: locationOf(pet) } })
 
-    /** A create with an `Idempotency-Key`, scoped to the API key that sent it. */
+    /**
+     * A create sent with an `Idempotency-Key`, scoped to the API key that sent it: the new pet, or the recorded answer
+     * of the create that used the key first (`Idempotent-Replayed: true`).
+     */
     const createOnce = (key: string, payload: NewPet) =>
       Effect.flatMap(CurrentApiKey, (apiKey) =>
         idempotency.create({
@@ -58,60 +52,52 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
             "IdempotencyKeyInUse",
             () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
           ),
-          Effect.map((outcome): Answer<Pet> =>
-            outcome._tag === "Created" ? created(outcome.pet) : {
-              value: outcome.pet,
-              headers: { location: outcome.answer.location ?? locationOf(outcome.pet), "idempotent-replayed": "true" }
-            }
-          )
+          Effect.tap((outcome) =>
+            addResponseHeaders(
+              outcome._tag === "Created"
+                ? { location: locationOf(outcome.pet) }
+                : { location: outcome.answer.location ?? locationOf(outcome.pet), "idempotent-replayed": "true" }
+            )
+          ),
+          Effect.map((outcome) => outcome.pet)
         )
 
     return {
-      listPets: ({ urlParams }: { readonly urlParams: ListPetsQuery }): Effect.Effect<Answer<ReadonlyArray<Pet>>, Unavailable> => {
+      listPets: ({ urlParams }) => {
         const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
         return repo.list(query).pipe(
           orUnavailable,
-          Effect.map((page) => ({
-            value: page.pets,
-            headers: page.more ? { link: nextPageLink(query, page.pets.at(-1)!) } : undefined
-          }))
+          Effect.tap((page) => page.more ? addResponseHeaders({ link: nextPageLink(query, page.pets.at(-1)!) }) : Effect.void),
+          Effect.map((page) => page.pets)
         )
       },
-      createPet: ({ headers, payload }: {
-        readonly payload: NewPet
-        readonly headers?: CreatePetHeaders | undefined
-      }): Effect.Effect<
-        Answer<Pet>,
-        Unavailable | IdempotencyKeyInUse | IdempotencyKeyReused,
-        CurrentApiKey
-      > => {
-        const key = headers?.["idempotency-key"]
+      createPet: ({ headers, payload }) => {
+        const key = headers["idempotency-key"]
         if (key !== undefined) return createOnce(key, payload)
-        return repo.create(payload).pipe(orUnavailable, Effect.map(created))
+        return repo.create(payload).pipe(
+          orUnavailable,
+          Effect.tap((pet) => addResponseHeaders({ location: locationOf(pet) }))
+        )
       },
-      getPet: ({ path }: { readonly path: { readonly petId: PetId } }): Effect.Effect<Answer<Pet>, Unavailable | NotFound> =>
+      getPet: ({ path }) =>
         repo.findById(path.petId).pipe(
           orUnavailable,
           Effect.flatMap(Option.match({
             onNone: () => Effect.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
-            onSome: (pet) => Effect.succeed({ value: pet })
+            onSome: Effect.succeed
           }))
         )
-    }
+    } satisfies GroupHandlers<typeof ServedApi, "pets"> as GroupHandlers<typeof ServedApi, "pets">
   }),
   dependencies: [Idempotency.Default]
 }) {}
 
-/** An answer in the HttpApi app: its headers through a pre-response handler, its value to the endpoint's encoder. */
-const answered = <A, E, R>(answer: Effect.Effect<Answer<A>, E, R>) =>
-  Effect.flatMap(answer, ({ headers, value }) => headers === undefined ? Effect.succeed(value) : Effect.as(addResponseHeaders(headers), value))
-
 export const PetsHttpLive = HttpApiBuilder.group(ServedApi, "pets", (handlers) =>
   Effect.map(PetsHandlers, (pets) =>
     handlers
-      .handle("listPets", (request) => answered(pets.listPets(request)))
-      .handle("createPet", (request) => answered(pets.createPet(request)))
-      .handle("getPet", (request) => answered(pets.getPet(request)))))
+      .handle("listPets", pets.listPets)
+      .handle("createPet", pets.createPet)
+      .handle("getPet", pets.getPet)))
 
 /** The headers of every getPet answer (the `Deprecation` middleware). */
 export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {

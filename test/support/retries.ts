@@ -1,6 +1,6 @@
 /**
- * The application served through the HttpApi app alone (the path on which every middleware runs) on a fresh database
- * of the backend, with the given environment (`RATE_LIMIT`, `IDEMPOTENCY_TTL`, …), a few API keys, and the SQL client
+ * The application as production serves it (the request pipeline derived from the declaration) on a fresh database of
+ * the backend, with the given environment (`RATE_LIMIT`, `IDEMPOTENCY_TTL`, …), a few API keys, and the SQL client
  * to look into the database.
  */
 import { SqlClient } from "@effect/sql"
@@ -23,8 +23,7 @@ export const appOnDatabase = <E>(
 ) =>
   Effect.gen(function*() {
     const handler = webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), {
-      corsOrigins: Option.none(),
-      directRoutes: false
+      corsOrigins: Option.none()
     })
     const context = yield* Layer.build(
       Layer.mergeAll(handler, ApiKeys.Default).pipe(
