@@ -88,6 +88,17 @@ describeBackends((backend) => {
         expect(Number((yield* app.sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM pets`.pipe(Effect.orDie))[0].n)).toBe(0)
       }))
 
+    it.scoped("the HttpApi app counts and states the quota alike", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend, { RATE_LIMIT: "2/minute" }, { pipeline: false })
+        expect(fieldOf(yield* list(app), "ratelimit").params.r).toBe(1)
+        expect(fieldOf(yield* list(app), "ratelimit").params.r).toBe(0)
+        const refused = yield* list(app)
+        expect(refused.status).toBe(429)
+        expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+        expect(fieldOf(refused, "ratelimit-policy")).toEqual({ name: "default", params: { q: 2, w: 60 } })
+      }))
+
     it.scoped("the quota is per API key; an unauthenticated answer carries no RateLimit fields", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend, { RATE_LIMIT: "2/hour" })

@@ -14,16 +14,24 @@ import type { Backend } from "./backends.js"
 import { ORIGIN, servers } from "./http.js"
 
 /** The application on the database at `url` (several may share one: replicas). */
-export const appOn = (url: Redacted.Redacted<string>, env: Record<string, string> = {}) => appOnDatabase(Sql.layer(url), env)
+export const appOn = (url: Redacted.Redacted<string>, env: Record<string, string> = {}, options: ServeOptions = {}) =>
+  appOnDatabase(Sql.layer(url), env, options)
+
+export interface ServeOptions {
+  /** `false`: every endpoint served by the HttpApi app instead of the pipeline (to compare the two). */
+  readonly pipeline?: boolean
+}
 
 /** The application on the given SQL client. */
 export const appOnDatabase = <E>(
   database: Layer.Layer<SqlClient.SqlClient, E>,
-  env: Record<string, string> = {}
+  env: Record<string, string> = {},
+  options: ServeOptions = {}
 ) =>
   Effect.gen(function*() {
     const handler = webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), {
-      corsOrigins: Option.none()
+      corsOrigins: Option.none(),
+      pipeline: options.pipeline ?? true
     })
     const context = yield* Layer.build(
       Layer.mergeAll(handler, ApiKeys.Default).pipe(
@@ -40,8 +48,8 @@ export const appOnDatabase = <E>(
   })
 
 /** The application on a fresh database of the backend. */
-export const appWith = (backend: Backend, env: Record<string, string> = {}) =>
-  Effect.flatMap(backend.freshDatabase, (url) => Effect.map(appOn(url, env), (app) => ({ ...app, url })))
+export const appWith = (backend: Backend, env: Record<string, string> = {}, options: ServeOptions = {}) =>
+  Effect.flatMap(backend.freshDatabase, (url) => Effect.map(appOn(url, env, options), (app) => ({ ...app, url })))
 
 export type App = Effect.Effect.Success<ReturnType<typeof appOn>>
 
