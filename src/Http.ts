@@ -4,11 +4,11 @@
  * from the declaration.
  */
 import { HttpApi, HttpApiBuilder, HttpApp, type HttpRouter, HttpServer } from "@effect/platform"
-import { Context, Effect, FiberRef, HashMap, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
+import { Context, Effect, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
 import { type Servers, ServedApi } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { AuthorizationLive, BearerCheck } from "./Auth/Http.js"
-import { RequestLog } from "./Logging.js"
+import { RequestLog, RequestLogContext } from "./Logging.js"
 import { DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
 import { PetsRepo } from "./Pets/Repo.js"
 import { appErrors } from "./Serving/AppErrors.js"
@@ -16,7 +16,7 @@ import { makeCors } from "./Serving/Cors.js"
 import { deriveRoutes } from "./Serving/Derive.js"
 import { ApiHandlers, apiHandlers } from "./Serving/Handlers.js"
 import { makePipeline } from "./Serving/Pipeline.js"
-import { makeRequestLogger } from "./Serving/RequestLog.js"
+import { makeRequestLogger, withRequestLoggers } from "./Serving/RequestLog.js"
 import { makeRouteTable } from "./Serving/RouteTable.js"
 import { type AppAnswer, makeServer, type Server, type Target } from "./Serving/Server.js"
 import { DocsLive, SystemRoutesLive } from "./System.js"
@@ -43,26 +43,6 @@ export interface AppOptions {
 /** The function that answers every request: what Bun serves in production and what the tests call in-process. */
 export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, Server>() {}
 
-/** The request id and, once the app is done, the log annotations of a request the HttpApi app serves. */
-interface AppRequest {
-  readonly requestId: string
-  annotations: HashMap.HashMap<string, unknown>
-}
-const AppRequest = Context.GenericTag<AppRequest>("Http/AppRequest")
-
-/** The app's fiber logs with the request's id, and hands back its log annotations (the key id among them). */
-const annotated = <E, R>(app: HttpApp.Default<E, R>) =>
-  Effect.flatMap(AppRequest, (state) =>
-    Effect.zipRight(
-      FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("requestId", state.requestId)),
-      Effect.ensuring(
-        app,
-        Effect.map(FiberRef.get(FiberRef.currentLogAnnotations), (annotations) => {
-          state.annotations = annotations
-        })
-      )
-    ))
-
 /** The web handler of the given routes (repositories, lifecycle and SQL client still to be provided). */
 export const webHandlerFrom = <E, R>(
   routes: Layer.Layer<HttpApi.Api | ApiHandlers, E, R>,
@@ -83,10 +63,11 @@ export const webHandlerFrom = <E, R>(
       }
       const router = yield* HttpApiBuilder.Router.router
       // Effect's own fiber metrics (started, active, lifetimes) are exported nowhere here; counting them costs every request.
-      const runtime = Runtime.disableRuntimeFlag(
+      // Its loggers name the request each line is logged for.
+      const runtime = withRequestLoggers(Runtime.disableRuntimeFlag(
         yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>(),
         RuntimeFlags.RuntimeMetrics
-      )
+      ))
 
       const endpointTargets = derived.routes.map((route) => ({
         method: route.method,
@@ -115,13 +96,10 @@ export const webHandlerFrom = <E, R>(
           return target?._tag === "Endpoint" ? target.headerNames : []
         }
       }))
-      const app = HttpApp.toWebHandlerRuntime(runtime)(
-        // `AppRequest` is in the context each request is served with (`serveByApp`).
-        annotated(yield* HttpApiBuilder.httpApp) as HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
-      )
+      const app = HttpApp.toWebHandlerRuntime(runtime)(yield* HttpApiBuilder.httpApp)
       const serveByApp = (request: Request, requestId: string): Promise<AppAnswer> => {
-        const state: AppRequest = { requestId, annotations: HashMap.empty() }
-        return app(request, Context.make(AppRequest, state)).then((response) => ({ response, annotations: state.annotations }))
+        const log = { requestId, annotations: {} }
+        return app(request, Context.make(RequestLogContext, log)).then((response) => ({ response, annotations: log.annotations }))
       }
       const pipeline = makePipeline(runtime as Runtime.Runtime<never>, derived.routes)
       return makeServer({
@@ -129,7 +107,13 @@ export const webHandlerFrom = <E, R>(
         serveEndpoint: options.pipeline === false
           ? (_route, input) =>
             serveByApp(
-              new Request(input.request.url, { method: input.request.method, headers: input.request.headers, body: input.body?.text ?? null }),
+              // The body already read, and the client's signal kept: a client that goes away still ends the request.
+              new Request(input.request.url, {
+                method: input.request.method,
+                headers: input.request.headers,
+                body: input.body?.text ?? null,
+                signal: input.request.signal
+              }),
               input.requestId
             )
           : pipeline,

@@ -51,9 +51,10 @@ describe("OpenAPI document", () => {
     expect(doc.info.title).toBeTypeOf("string")
   })
 
-  it("lists the production and the staging servers it is given, each ending in /v1", () => {
-    expect(doc.servers).toHaveLength(2)
-    const [production, staging] = doc.servers
+  it("lists this server (relative), then the production and the staging servers it is given, each ending in /v1", () => {
+    expect(doc.servers).toHaveLength(3)
+    const [here, production, staging] = doc.servers
+    expect(here).toEqual({ url: "/v1", description: "This server" })
     expect(production.url).toBe(servers.production)
     expect(staging.url).toBe(servers.staging)
     expect(production.description).toMatch(/production/i)
@@ -65,7 +66,7 @@ describe("OpenAPI document", () => {
 
   it("takes its servers from the argument", () => {
     const other: Json = openApiDocument({ production: "https://a.test/v1", staging: "https://b.test/v1" })
-    expect(other.servers.map((s: Json) => s.url)).toEqual(["https://a.test/v1", "https://b.test/v1"])
+    expect(other.servers.map((s: Json) => s.url)).toEqual(["/v1", "https://a.test/v1", "https://b.test/v1"])
   })
 
   it("has exactly the three operations, relative to the servers", () => {
@@ -134,9 +135,12 @@ describe("OpenAPI document", () => {
         const response = op.responses[status]
         expect(response, `${op.operationId} ${status}`).toBeDefined()
         expect(response.description, `${op.operationId} ${status}`).toMatch(/\S/)
-        expect(response.content, `${op.operationId} ${status}`).toEqual({
-          "application/json": { schema: { $ref: ERROR_REF } }
-        })
+        expect(Object.keys(response.content), `${op.operationId} ${status}`).toEqual(["application/json"])
+        const body = response.content["application/json"]
+        expect(body.schema, `${op.operationId} ${status}`).toEqual({ $ref: ERROR_REF })
+        // Its example is an Error with the response's status (test/Docs.test.ts checks it is the service's answer).
+        expect(Object.keys(body.example).sort(), `${op.operationId} ${status}`).toEqual(["code", "message", "status"])
+        expect(body.example.status, `${op.operationId} ${status}`).toBe(Number(status))
       }
     }
   })

@@ -4,9 +4,10 @@
  * then counts one request against its quota (`RateLimits`: 429 past it).
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, FiberRef, HashMap, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
 import { type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
+import { annotateRequest } from "../Logging.js"
 import { RateLimits } from "../RateLimit/RateLimits.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import { orUnavailable } from "../Unavailable.js"
@@ -26,12 +27,6 @@ export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authen
 
 const challenge = addResponseHeaders(CHALLENGE_HEADERS)
 
-/**
- * The key id that authenticated, as a log annotation of the rest of the request: its log lines and its `request` line
- * carry it (never the key). Set in the request's own fiber, for the rest of the request.
- */
-const annotateKeyId = (id: string) =>
-  FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("keyId", id))
 
 /**
  * The bearer check itself, given the request's `Authorization` header: the same code whichever path serves the
@@ -68,7 +63,8 @@ export const AuthorizationLive = Layer.effect(
       bearerAuth: () =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => check(request.headers.authorization)).pipe(
           Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
-          Effect.tap((key) => annotateKeyId(key.id)),
+          // The request's log lines, its `request` line included, name the key that authenticated it (never the key).
+          Effect.tap((key) => annotateRequest("keyId", key.id)),
           Effect.tap((key) => rateLimits.consume(key.id))
         )
     })

@@ -12,7 +12,11 @@ export const ErrorBody = Schema.Struct({
   message: Schema.String.annotations({ description: "Human-readable description." }),
   // The title replaces `Schema.Int`'s built-in "int", which code generators would otherwise take for a type name.
   status: Schema.Int.annotations({ title: "HTTP status", description: "The HTTP status code of the response." })
-}).annotations({ identifier: "Error", description: "An error: what went wrong, for machines and for people." })
+}).annotations({
+  identifier: "Error",
+  description: "An error: what went wrong, for machines and for people.",
+  examples: [{ code: "not_found", message: "No pet has the id 42.", status: 404 }]
+})
 export type ErrorBody = typeof ErrorBody.Type
 
 /** The stable error codes of the contract. */

@@ -7,7 +7,7 @@
  * in small batches, so pruning never holds a request up for long.
  */
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Clock, Config, ConfigError, Duration, Effect, Either, Option, Schedule, Schema } from "effect"
+import { Clock, Config, Duration, Effect, Either, Schedule, Schema } from "effect"
 import { createHash } from "node:crypto"
 import {
   type IdempotencyKeyInUse,
@@ -15,22 +15,17 @@ import {
   type IdempotencyKeyReused,
   idempotencyKeyReused
 } from "../Domain/Errors.js"
+import { parseDuration, variable } from "../Config.js"
 import { type NewPet, Pet } from "../Domain/Pet.js"
 import { type CreateOnceResult, PetsRepo, type RecordedAnswer } from "./Repo.js"
 
 /** `IDEMPOTENCY_TTL`: how long a create's answer is kept for its retries (an Effect duration, e.g. `24 hours`). */
-export const IdempotencyTtl = Config.string("IDEMPOTENCY_TTL").pipe(
-  Config.mapOrFail((text) => {
-    const ttl = Duration.decodeUnknown(text.trim())
-    return Option.isSome(ttl) && Duration.toMillis(ttl.value) > 0 && Duration.isFinite(ttl.value)
-      ? Either.right(ttl.value)
-      : Either.left(ConfigError.InvalidData(
-        [],
-        `Expected a positive duration such as \`24 hours\`, \`90 minutes\` or \`7 days\`, got '${text}'`
-      ))
-  }),
-  Config.withDefault(Duration.hours(24))
-)
+export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
+  Either.filterOrLeft(
+    parseDuration(text),
+    (ttl) => Duration.toMillis(ttl) > 0,
+    () => "must be a positive duration such as 24h, 90 minutes or 2 hours"
+  )).pipe(Config.withDefault(Duration.hours(24)))
 
 /** Seconds a 409 `idempotency_key_in_use` asks the client to wait before retrying (`Retry-After`). */
 export const RETRY_AFTER_IN_USE_SECONDS = 1

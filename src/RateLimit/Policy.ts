@@ -6,7 +6,8 @@
  *
  * Both fields are Structured Field Lists (RFC 9651) of one item, the policy's name as a String, with Integer parameters.
  */
-import { Config, ConfigError, Duration, Either, Option } from "effect"
+import { Config, Duration, Either, Option } from "effect"
+import { variable } from "../Config.js"
 
 export interface Policy {
   /** Requests per window (`q`). */
@@ -19,7 +20,7 @@ export interface Policy {
 const UNITS = { second: 1, minute: 60, hour: 3600 } as const
 const FORM = /^([1-9][0-9]{0,8})\/(second|minute|hour)$/
 
-export const RATE_LIMIT_FORMS = "`off`, or N/second, N/minute or N/hour with N a positive integer (e.g. `100/minute`)"
+export const RATE_LIMIT_RULE = "must be off, or N/second, N/minute or N/hour with N a positive integer (e.g. 100/minute)"
 
 /** The policy a `RATE_LIMIT` value names: `None` for `off`, `undefined` for a value that is not one of the forms. */
 export const parsePolicy = (text: string): Option.Option<Policy> | undefined => {
@@ -32,15 +33,10 @@ export const parsePolicy = (text: string): Option.Option<Policy> | undefined => 
 }
 
 /** `RATE_LIMIT`: unset or `off` (the default) turns limits off. */
-export const RateLimitConfig: Config.Config<Option.Option<Policy>> = Config.string("RATE_LIMIT").pipe(
-  Config.withDefault("off"),
-  Config.mapOrFail((text) => {
-    const policy = parsePolicy(text)
-    return policy === undefined
-      ? Either.left(ConfigError.InvalidData(["RATE_LIMIT"], `Expected ${RATE_LIMIT_FORMS}, got '${text}'`))
-      : Either.right(policy)
-  })
-)
+export const RateLimitConfig: Config.Config<Option.Option<Policy>> = variable("RATE_LIMIT", (text) => {
+  const policy = parsePolicy(text)
+  return policy === undefined ? Either.left(RATE_LIMIT_RULE) : Either.right(policy)
+}).pipe(Config.withDefault(Option.none()))
 
 /** The policy's name in both fields. */
 export const POLICY_NAME = "default"

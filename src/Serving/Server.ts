@@ -5,7 +5,6 @@
  *   head and target gate → CORS preflight → route table (404/405) → body gate → the endpoint's pipeline (or, for the
  *   server's own routes, the HttpApi app) → the server's headers (request id, protective headers, CORS) → the log line.
  */
-import type { HashMap } from "effect"
 import type { Cors } from "./Cors.js"
 import type { EndpointRoute } from "./Derive.js"
 import * as Gate from "./Gate.js"
@@ -21,10 +20,10 @@ export type Target =
   | { readonly _tag: "Endpoint"; readonly route: EndpointRoute; readonly headerNames: ReadonlyArray<string> }
   | { readonly _tag: "App" }
 
-/** An answer of the HttpApi app: its response, and the log annotations its fiber ended with. */
+/** An answer of the HttpApi app: its response, and the annotations set while serving it. */
 export interface AppAnswer {
   readonly response: Response
-  readonly annotations: HashMap.HashMap<string, unknown>
+  readonly annotations: Readonly<Record<string, unknown>>
 }
 
 type Served = Answer | AppAnswer
