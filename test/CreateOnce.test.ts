@@ -24,11 +24,15 @@ const request = (overrides: Partial<CreateOnceRequest> = {}): CreateOnceRequest 
 
 describeBackends((backend) => {
   const repoOn = Effect.gen(function*() {
-    const context = yield* Layer.build(PetsRepo.Default.pipe(Layer.provideMerge(Sql.layer(yield* backend.freshDatabase))))
+    const context = yield* Layer.build(
+      PetsRepo.Default.pipe(Layer.provideMerge(Sql.layer(yield* backend.freshDatabase)))
+    )
     const count = (table: string) =>
       Effect.map(
-        Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<{ readonly n: number | string }>(`SELECT COUNT(*) AS n FROM ${table}`)),
-        (rows) => Number(rows[0].n)
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql.unsafe<{ readonly n: number | string }>(`SELECT COUNT(*) AS n FROM ${table}`)),
+        (rows) =>
+          Number(rows[0].n)
       ).pipe(Effect.orDie, Effect.provide(context))
     return { repo: yield* Effect.provide(PetsRepo, context), count }
   })

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Schema, TestClock } from "effect"
-import { IdempotencyKey, IDEMPOTENCY_KEY_RULE } from "../src/Domain/Idempotency.js"
+import { IDEMPOTENCY_KEY_RULE, IdempotencyKey } from "../src/Domain/Idempotency.js"
 import { fingerprintOf } from "../src/Pets/Idempotency.js"
 import { describeBackends, describePostgres } from "./support/backends.js"
 import { Outage, OutageSqlLive } from "./support/outage.js"
@@ -29,13 +29,17 @@ describe("the Idempotency-Key header", () => {
   it("takes a structured-field string and a bare value as the same key", () => {
     expect(decode("\"abc\"")).toEqual(decode("abc"))
     expect(decode("\"8e03978e-40d5-43e8-bc93-6894a57f9324\"")._tag).toBe("Right")
-    expect(decode("8e03978e-40d5-43e8-bc93-6894a57f9324")).toMatchObject({ right: "8e03978e-40d5-43e8-bc93-6894a57f9324" })
+    expect(decode("8e03978e-40d5-43e8-bc93-6894a57f9324")).toMatchObject({
+      right: "8e03978e-40d5-43e8-bc93-6894a57f9324"
+    })
     expect(decode("\"a\\\"b\\\\c\"")).toMatchObject({ right: "a\"b\\c" })
     expect(decode("\"abc\";x=1")).toMatchObject({ right: "abc" })
     expect(decode("x".repeat(255))._tag).toBe("Right")
   })
   it("refuses an empty, long, spaced, non-ASCII or badly quoted key, saying what a key is", () => {
-    for (const value of ["", "\"\"", "x".repeat(256), "a b", "\"a b\"", "clé", "\"abc", "\"a\\x\"", "\"abc\" x", "a\tb"]) {
+    for (
+      const value of ["", "\"\"", "x".repeat(256), "a b", "\"a b\"", "clé", "\"abc", "\"a\\x\"", "\"abc\" x", "a\tb"]
+    ) {
       const result = decode(value)
       expect(result._tag, value).toBe("Left")
       if (result._tag === "Left") expect(result.left.message).toContain(IDEMPOTENCY_KEY_RULE)
@@ -163,7 +167,9 @@ describeBackends((backend) => {
               expect(yield* json(answer)).toMatchObject({ code: "idempotency_key_in_use", status: 409 })
             }
           }
-          if (statuses[1] === 201) expect(answers.filter((a) => a.headers.get("idempotent-replayed") === "true")).toHaveLength(1)
+          if (statuses[1] === 201) {
+            expect(answers.filter((a) => a.headers.get("idempotent-replayed") === "true")).toHaveLength(1)
+          }
         }
         expect(yield* countPets(app)).toBe(10)
       }))
@@ -220,4 +226,3 @@ describePostgres((backend) => {
       expect(yield* countPets(a)).toBe(21)
     }))
 })
-

@@ -85,7 +85,8 @@ describeBackends((backend) => {
         expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60).toBe(true)
         expect(fieldOf(refused, "ratelimit").params).toEqual({ r: 0, t: retryAfter })
         // Nothing was done.
-        expect(Number((yield* app.sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM pets`.pipe(Effect.orDie))[0].n)).toBe(0)
+        expect(Number((yield* app.sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM pets`.pipe(Effect.orDie))[0].n))
+          .toBe(0)
       }))
 
     it.scoped("the HttpApi app counts and states the quota alike", () =>

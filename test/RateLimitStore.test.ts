@@ -42,7 +42,10 @@ describePostgres((backend) => {
     Effect.gen(function*() {
       const limiter = yield* limiterOn
       const results = yield* Effect.all(
-        Array.from({ length: 30 }, () => Effect.either(limiter.consume({ key: "busy", limit: 10, window: "1 minute" }))),
+        Array.from(
+          { length: 30 },
+          () => Effect.either(limiter.consume({ key: "busy", limit: 10, window: "1 minute" }))
+        ),
         { concurrency: "unbounded" }
       )
       expect(results.filter(Either.isRight)).toHaveLength(10)

@@ -27,7 +27,6 @@ export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authen
 
 const challenge = addResponseHeaders(CHALLENGE_HEADERS)
 
-
 /**
  * The bearer check itself, given the request's `Authorization` header: the same code whichever path serves the
  * request (the HttpApi app, or the pipeline derived from the same declaration).

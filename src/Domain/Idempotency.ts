@@ -40,7 +40,9 @@ export const IdempotencyKey = Schema.transformOrFail(Schema.String, Schema.Strin
   strict: true,
   decode: (value, _, ast) => {
     const key = idempotencyKeyOf(value)
-    return key === undefined ? ParseResult.fail(new ParseResult.Type(ast, value, IDEMPOTENCY_KEY_RULE)) : ParseResult.succeed(key)
+    return key === undefined
+      ? ParseResult.fail(new ParseResult.Type(ast, value, IDEMPOTENCY_KEY_RULE))
+      : ParseResult.succeed(key)
   },
   encode: (key) => ParseResult.succeed(`"${key.replace(/[\\"]/g, "\\$&")}"`)
 }).annotations({

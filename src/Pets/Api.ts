@@ -28,20 +28,20 @@ type Operation = { responses: Record<string, { headers?: Record<string, unknown>
 type HeaderDoc = { readonly description: string; readonly schema?: { readonly type: string } }
 
 /** Documents response headers, which HttpApi has no declaration for, on the given statuses. */
-const responseHeaders = (headers: Record<string, HeaderDoc>, statuses?: ReadonlyArray<string>) =>
-(op: Record<string, any>) => {
-  const operation = op as Operation
-  for (const [status, response] of Object.entries(operation.responses)) {
-    if (statuses !== undefined && !statuses.includes(status)) continue
-    response.headers = {
-      ...response.headers,
-      ...Object.fromEntries(
-        Object.entries(headers).map(([name, doc]) => [name, { schema: { type: "string" }, ...doc }])
-      )
+const responseHeaders =
+  (headers: Record<string, HeaderDoc>, statuses?: ReadonlyArray<string>) => (op: Record<string, any>) => {
+    const operation = op as Operation
+    for (const [status, response] of Object.entries(operation.responses)) {
+      if (statuses !== undefined && !statuses.includes(status)) continue
+      response.headers = {
+        ...response.headers,
+        ...Object.fromEntries(
+          Object.entries(headers).map(([name, doc]) => [name, { schema: { type: "string" }, ...doc }])
+        )
+      }
     }
+    return op
   }
-  return op
-}
 
 /** Header parameters under their usual spelling (HttpApi declares them in lower case, as requests carry them). */
 const headerNames = (names: ReadonlyArray<string>) => (op: Record<string, any>) => {
@@ -89,16 +89,21 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
           "Send an `Idempotency-Key` to make retries safe: a retry with the same key and body is answered as the " +
           "first request was, with `Idempotent-Replayed: true`, and adds nothing."
       )
-      .annotate(OpenApi.Transform, (op) =>
-        responseHeaders(RETRY_AFTER_HEADER_DOCS, ["409"])(headerNames([IDEMPOTENCY_KEY_HEADER])(
-          responseHeaders({
-            Location: { description: "The new animal's address, `/v1/pets/{id}`." },
-            "Idempotent-Replayed": {
-              description: "`true` when this is the recorded answer to an earlier request with the same " +
-                "`Idempotency-Key` (no animal was added this time)."
-            }
-          }, ["201"])(op)
-        )))
+      .annotate(
+        OpenApi.Transform,
+        (op) =>
+          responseHeaders(RETRY_AFTER_HEADER_DOCS, ["409"])(
+            headerNames([IDEMPOTENCY_KEY_HEADER])(
+              responseHeaders({
+                Location: { description: "The new animal's address, `/v1/pets/{id}`." },
+                "Idempotent-Replayed": {
+                  description: "`true` when this is the recorded answer to an earlier request with the same " +
+                    "`Idempotency-Key` (no animal was added this time)."
+                }
+              }, ["201"])(op)
+            )
+          )
+      )
   )
   .add(
     HttpApiEndpoint.get("getPet", "/pets/:petId")

@@ -67,7 +67,9 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
         const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
         return repo.list(query).pipe(
           orUnavailable,
-          Effect.tap((page) => page.more ? addResponseHeaders({ link: nextPageLink(query, page.pets.at(-1)!) }) : Effect.void),
+          Effect.tap((page) =>
+            page.more ? addResponseHeaders({ link: nextPageLink(query, page.pets.at(-1)!) }) : Effect.void
+          ),
           Effect.map((page) => page.pets)
         )
       },
@@ -92,12 +94,16 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
   dependencies: [Idempotency.Default]
 }) {}
 
-export const PetsHttpLive = HttpApiBuilder.group(ServedApi, "pets", (handlers) =>
-  Effect.map(PetsHandlers, (pets) =>
-    handlers
-      .handle("listPets", pets.listPets)
-      .handle("createPet", pets.createPet)
-      .handle("getPet", pets.getPet)))
+export const PetsHttpLive = HttpApiBuilder.group(
+  ServedApi,
+  "pets",
+  (handlers) =>
+    Effect.map(PetsHandlers, (pets) =>
+      handlers
+        .handle("listPets", pets.listPets)
+        .handle("createPet", pets.createPet)
+        .handle("getPet", pets.getPet))
+)
 
 /** The headers of every getPet answer (the `Deprecation` middleware). */
 export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {

@@ -9,13 +9,13 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Config, Duration, Effect, Either, Schedule, Schema } from "effect"
 import { createHash } from "node:crypto"
+import { parseDuration, variable } from "../Config.js"
 import {
   type IdempotencyKeyInUse,
   idempotencyKeyInUse,
   type IdempotencyKeyReused,
   idempotencyKeyReused
 } from "../Domain/Errors.js"
-import { parseDuration, variable } from "../Config.js"
 import { type NewPet, Pet } from "../Domain/Pet.js"
 import { type CreateOnceResult, PetsRepo, type RecordedAnswer } from "./Repo.js"
 

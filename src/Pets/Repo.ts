@@ -103,7 +103,13 @@ const numbered = (statement: string) => {
 const recordValues = (request: CreateOnceRequest, pet: Pet) => {
   const answer = request.answer(pet)
   return [
-    request.scope, request.key, request.fingerprint, answer.status, answer.body, answer.location, request.now,
+    request.scope,
+    request.key,
+    request.fingerprint,
+    answer.status,
+    answer.body,
+    answer.location,
+    request.now,
     request.expiresAt
   ] as const
 }
@@ -137,7 +143,8 @@ const sqliteRepository = (db: Database): PetsRepository => {
   const createOnce = db.transaction(createOnceStatements)
   return {
     createOnce: (request) => Effect.try({ try: () => createOnce.immediate(request), catch: statementFailed }),
-    create: (pet) => Effect.try({ try: () => insert.get(pet.name, pet.categoryId, pet.status)!, catch: statementFailed }),
+    create: (pet) =>
+      Effect.try({ try: () => insert.get(pet.name, pet.categoryId, pet.status)!, catch: statementFailed }),
     findById: (id) => Effect.try({ try: () => Option.fromNullable(findOne.get(id)), catch: statementFailed }),
     list: (options) =>
       Effect.try({
@@ -185,7 +192,11 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const createOnce = (request: CreateOnceRequest) =>
       Effect.gen(function*() {
         if (!(yield* tryLock(request))) return { _tag: "InUse" } as const
-        const found = yield* sql.unsafe<IdempotencyRecord>(numbered(SELECT_RECORD), [request.scope, request.key, request.now])
+        const found = yield* sql.unsafe<IdempotencyRecord>(numbered(SELECT_RECORD), [
+          request.scope,
+          request.key,
+          request.now
+        ])
         if (found.length > 0) {
           const record = found[0]
           return { _tag: "Recorded", record: { ...record, status: Number(record.status) } } as const
@@ -209,7 +220,9 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
       Result: PetRow,
       execute: ({ after, limit, status }) =>
         sql`SELECT ${columns} FROM pets
-            WHERE ${sql.and(status === undefined ? [sql`id > ${after}`] : [sql`status = ${status}`, sql`id > ${after}`])}
+            WHERE ${
+          sql.and(status === undefined ? [sql`id > ${after}`] : [sql`status = ${status}`, sql`id > ${after}`])
+        }
             ORDER BY id LIMIT ${limit}`
     })
 

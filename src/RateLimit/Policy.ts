@@ -20,7 +20,8 @@ export interface Policy {
 const UNITS = { second: 1, minute: 60, hour: 3600 } as const
 const FORM = /^([1-9][0-9]{0,8})\/(second|minute|hour)$/
 
-export const RATE_LIMIT_RULE = "must be off, or N/second, N/minute or N/hour with N a positive integer (e.g. 100/minute)"
+export const RATE_LIMIT_RULE =
+  "must be off, or N/second, N/minute or N/hour with N a positive integer (e.g. 100/minute)"
 
 /** The policy a `RATE_LIMIT` value names: `None` for `off`, `undefined` for a value that is not one of the forms. */
 export const parsePolicy = (text: string): Option.Option<Policy> | undefined => {
@@ -45,7 +46,8 @@ export const POLICY_NAME = "default"
 export const policyField = (policy: Policy): string => `"${POLICY_NAME}";q=${policy.limit};w=${policy.windowSeconds}`
 
 /** Whole seconds, rounded up: a client that waits this long finds the quota back. */
-export const secondsOf = (duration: Duration.Duration): number => Math.max(0, Math.ceil(Duration.toMillis(duration) / 1000))
+export const secondsOf = (duration: Duration.Duration): number =>
+  Math.max(0, Math.ceil(Duration.toMillis(duration) / 1000))
 
 /** `RateLimit`'s value: `remaining` requests left, all of the quota back in `reset`. */
 export const limitField = (remaining: number, reset: Duration.Duration): string =>

@@ -8,7 +8,7 @@
 import { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Layer, Option } from "effect"
-import { type RateLimited, rateLimited, unavailable, type Unavailable } from "../Domain/Errors.js"
+import { type RateLimited, rateLimited, type Unavailable, unavailable } from "../Domain/Errors.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import { SqliteDatabase } from "../Sqlite.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"

@@ -43,7 +43,8 @@ export const appOnDatabase = <E>(
     const web = Context.get(context, WebHandler)
     const keys = Context.get(context, ApiKeys)
     const newKey = (name: string) => Effect.map(keys.create(name), (created) => Redacted.value(created.key))
-    const fetch = (path: string, init?: RequestInit) => Effect.promise(() => Promise.resolve(web(new Request(`${ORIGIN}${path}`, init))))
+    const fetch = (path: string, init?: RequestInit) =>
+      Effect.promise(() => Promise.resolve(web(new Request(`${ORIGIN}${path}`, init))))
     return { fetch, key: yield* newKey("first"), newKey, sql: Context.get(context, SqlClient.SqlClient), context }
   })
 

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
 import { parseList } from "structured-headers"
 import { withAdmin } from "../support/backends.js"
-import { run, startPetstore, stopAll, type Petstore } from "./support/petstore.js"
+import { type Petstore, run, startPetstore, stopAll } from "./support/petstore.js"
 
 const SERVER_URL = process.env.TEST_DATABASE_URL
 const database = `retries_${randomBytes(6).toString("hex")}`
