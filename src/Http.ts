@@ -3,14 +3,15 @@
  * server's own routes, and the function that answers every request (`Serving/Server.ts`), with its pipeline derived
  * from the declaration.
  */
-import { HttpApi, HttpApiBuilder, HttpApp, type HttpRouter, HttpServer } from "@effect/platform"
+import { HttpApi, HttpApiBuilder, type HttpRouter, HttpServer } from "@effect/platform"
 import { Context, Effect, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
 import { type Servers, ServedApi } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { AuthorizationLive, BearerCheck } from "./Auth/Http.js"
-import { RequestLog, RequestLogContext } from "./Logging.js"
+import { RequestLog } from "./Logging.js"
 import { DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
 import { PetsRepo } from "./Pets/Repo.js"
+import { handToApp, makeAppServer } from "./Serving/App.js"
 import { appErrors } from "./Serving/AppErrors.js"
 import { makeCors } from "./Serving/Cors.js"
 import { deriveRoutes } from "./Serving/Derive.js"
@@ -18,7 +19,7 @@ import { ApiHandlers, apiHandlers } from "./Serving/Handlers.js"
 import { makePipeline } from "./Serving/Pipeline.js"
 import { makeRequestLogger, withRequestLoggers } from "./Serving/RequestLog.js"
 import { makeRouteTable } from "./Serving/RouteTable.js"
-import { type AppAnswer, makeServer, type Server, type Target } from "./Serving/Server.js"
+import { makeServer, type Server, type Target } from "./Serving/Server.js"
 import { DocsLive, SystemRoutesLive } from "./System.js"
 
 export const ApiLive = HttpApiBuilder.api(ServedApi).pipe(
@@ -62,28 +63,16 @@ export const webHandlerFrom = <E, R>(
         )
       }
       const router = yield* HttpApiBuilder.Router.router
-      // Effect's own fiber metrics (started, active, lifetimes) are exported nowhere here; counting them costs every request.
-      // Its loggers name the request each line is logged for.
+      // Without Effect's own fiber metrics (exported nowhere; counting them costs every request), and with loggers that
+      // name the request each line is logged for.
       const runtime = withRequestLoggers(Runtime.disableRuntimeFlag(
         yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>(),
         RuntimeFlags.RuntimeMetrics
       ))
 
-      const endpointTargets = derived.routes.map((route) => ({
-        method: route.method,
-        path: route.path,
-        target: {
-          _tag: "Endpoint",
-          route,
-          headerNames: Option.match(api.groups[route.group]!.endpoints[route.name]!.headersSchema, {
-            onNone: () => [],
-            onSome: (schema) => headerNamesOf(schema)
-          })
-        } as Target
-      }))
       // The declared endpoints first; the app's router adds the server's own routes (and what the pipeline could not derive).
-      const table = makeRouteTable([
-        ...endpointTargets,
+      const table = makeRouteTable<Target>([
+        ...derived.routes.map((route) => ({ method: route.method, path: route.path, target: { _tag: "Endpoint", route } as const })),
         ...[...router.routes].map((route) => ({ method: route.method, path: route.path, target: { _tag: "App" } as Target }))
       ])
       const declaredErrors = Schema.is(Schema.Union(...derived.routes.flatMap((route) => route.failures.map((f) => f.schema))))
@@ -93,31 +82,14 @@ export const webHandlerFrom = <E, R>(
         isDeclared: declaredErrors,
         declaredHeaders: (method, path) => {
           const target = table.match(path)?.entry.targets.get(method)
-          return target?._tag === "Endpoint" ? target.headerNames : []
+          return target?._tag === "Endpoint" ? target.route.headerNames : []
         }
       }))
-      const app = HttpApp.toWebHandlerRuntime(runtime)(yield* HttpApiBuilder.httpApp)
-      const serveByApp = (request: Request, requestId: string): Promise<AppAnswer> => {
-        const log = { requestId, annotations: {} }
-        return app(request, Context.make(RequestLogContext, log)).then((response) => ({ response, annotations: log.annotations }))
-      }
-      const pipeline = makePipeline(runtime as Runtime.Runtime<never>, derived.routes)
+      const app = makeAppServer(runtime, yield* HttpApiBuilder.httpApp)
       return makeServer({
         table,
-        serveEndpoint: options.pipeline === false
-          ? (_route, input) =>
-            serveByApp(
-              // The body already read, and the client's signal kept: a client that goes away still ends the request.
-              new Request(input.request.url, {
-                method: input.request.method,
-                headers: input.request.headers,
-                body: input.body?.text ?? null,
-                signal: input.request.signal
-              }),
-              input.requestId
-            )
-          : pipeline,
-        app: serveByApp,
+        serveEndpoint: options.pipeline === false ? handToApp(app) : makePipeline(runtime as Runtime.Runtime<never>, derived.routes),
+        app,
         cors: Option.getOrUndefined(Option.map(options.corsOrigins, makeCors)),
         log: makeRequestLogger(runtime as Runtime.Runtime<never>, Option.getOrUndefined(yield* Effect.serviceOption(RequestLog)))
       })
@@ -126,13 +98,6 @@ export const webHandlerFrom = <E, R>(
     Layer.provide(routes),
     Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer, HttpServer.layerContext])
   )
-
-/** The names of the headers a headers schema declares (lower case, as HttpApi reads them). */
-const headerNamesOf = (schema: Schema.Schema.Any): ReadonlyArray<string> => {
-  let ast = schema.ast
-  while (ast._tag === "Transformation" || ast._tag === "Refinement") ast = ast.from
-  return ast._tag === "TypeLiteral" ? ast.propertySignatures.map((p) => String(p.name).toLowerCase()) : []
-}
 
 /** The web handler of the whole application; needs the lifecycle and a SQL client. */
 export const WebHandlerLive = (options: AppOptions) =>

@@ -17,7 +17,7 @@ import { pathOf, queryOf } from "./Url.js"
 
 /** What serves a method of a path: a declared endpoint, or the HttpApi app (the server's own routes). */
 export type Target =
-  | { readonly _tag: "Endpoint"; readonly route: EndpointRoute; readonly headerNames: ReadonlyArray<string> }
+  | { readonly _tag: "Endpoint"; readonly route: EndpointRoute }
   | { readonly _tag: "App" }
 
 /** An answer of the HttpApi app: its response, and the annotations set while serving it. */
@@ -111,7 +111,7 @@ export const makeServer = (options: ServerOptions): Server => {
     if (match === undefined) return refuse(request, requestId, started, Refusals.notFound(pathOf(request.url)))
     const { entry, params } = match
     if (cors !== undefined && cors.isPreflight(method, request.headers)) {
-      const declared = [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.headerNames : [])
+      const declared = [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.route.headerNames : [])
       const headers = cors.preflightHeaders(request.headers.get("origin"), entry.methods, declared)
       if (headers !== undefined) {
         const preflight = new Response(null, { status: 204, headers: { ...headers, "x-request-id": requestId } })
