@@ -34,6 +34,7 @@ describe("the Idempotency-Key header", () => {
     })
     expect(decode("\"a\\\"b\\\\c\"")).toMatchObject({ right: "a\"b\\c" })
     expect(decode("\"abc\";x=1")).toMatchObject({ right: "abc" })
+    expect(decode("\"abc\"; a;b=?0;c=tok/en;d=-1.5;e=:AAE=:;f=\"q\"")).toMatchObject({ right: "abc" })
     expect(decode("x".repeat(255))._tag).toBe("Right")
   })
   it("refuses an empty, long, spaced, non-ASCII or badly quoted key, saying what a key is", () => {

@@ -4,11 +4,11 @@
  * The draft makes the header an Item Structured Field whose value is a String: `Idempotency-Key: "8e03978e"`. Stripe's
  * clients and most generated SDKs send the bare value instead (`Idempotency-Key: 8e03978e`), so both are accepted and
  * name the same key: a value that starts with `"` is parsed as a structured-field String (RFC 9651; parameters, which
- * the draft defines none of, are ignored), any other value is the key as it stands. Either way the key is 1 to 255
+ * the draft defines none of, are ignored), any other value is the key as it stands. (The parser is the grammar of RFC
+ * 9651 §3.3.3 and §3.1.2 below, written out: the declarations stay free of packages beyond effect and @effect/platform.) Either way the key is 1 to 255
  * visible ASCII characters, no space.
  */
 import { ParseResult, Schema } from "effect"
-import { parseItem } from "structured-headers"
 
 export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
@@ -20,17 +20,29 @@ export const IDEMPOTENCY_KEY_RULE =
   `must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters without spaces, bare or as a quoted ` +
   `structured-field string ("…")`
 
+// RFC 9651: an sf-string, and the bare items a parameter's value may be.
+const SF_STRING = String.raw`"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"`
+const BARE_ITEM = [
+  String.raw`-?[0-9]{1,15}(?:\.[0-9]{1,3})?`, // integer, decimal
+  SF_STRING,
+  String.raw`[A-Za-z*][!#$%&'*+\-.^_\x60|~0-9A-Za-z:/]*`, // token
+  String.raw`:[A-Za-z0-9+/=]*:`, // byte sequence
+  String.raw`\?[01]`, // boolean
+  String.raw`@-?[0-9]{1,15}`, // date
+  String.raw`%"(?:[\x20\x21\x23\x24\x26-\x7e]|%[0-9a-f]{2})*"` // display string
+].join("|")
+const PARAMETERS = String.raw`(?:; *[a-z*][a-z0-9_\-.*]*(?:=(?:${BARE_ITEM}))?)*`
+/** An Item whose bare item is a String, with its parameters; the string's content is the first group. */
+const SF_STRING_ITEM = new RegExp(`^ *(${SF_STRING})${PARAMETERS} *$`)
+
 /** The key a header value names, if it names one. */
-export const idempotencyKeyOf = (value: string): string | undefined => {
+export const idempotencyKeyOf = (text: string): string | undefined => {
+  const value = text.trim()
   let key = value
   if (value.startsWith("\"")) {
-    try {
-      const [item] = parseItem(value)
-      if (typeof item !== "string") return undefined
-      key = item
-    } catch {
-      return undefined
-    }
+    const match = SF_STRING_ITEM.exec(value)
+    if (match === null) return undefined
+    key = match[1].slice(1, -1).replace(/\\(["\\])/g, "$1")
   }
   return KEY.test(key) ? key : undefined
 }
