@@ -19,7 +19,7 @@ import {
 import { type NewPet, Pet } from "../Domain/Pet.js"
 import { type CreateOnceResult, PetsRepo, type RecordedAnswer } from "./Repo.js"
 
-/** `IDEMPOTENCY_TTL`: how long a create's answer is kept for its retries (an Effect duration, e.g. `24 hours`). */
+/** `IDEMPOTENCY_TTL`: how long a create's answer is kept for its retries (a duration: `24h`, `90 minutes`). */
 export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
   Either.filterOrLeft(
     parseDuration(text),
