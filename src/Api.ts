@@ -3,6 +3,8 @@
  * all derive from it; it and the declarations it imports need only `effect` and `@effect/platform`.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
+import { RATE_LIMIT_HEADER_DOCS, RETRY_AFTER_HEADER_DOCS } from "./Auth/Api.js"
+import { idempotencyKeyInUse, idempotencyKeyReused, rateLimited } from "./Domain/Errors.js"
 import { EXAMPLES as PET_EXAMPLES } from "./Domain/Pet.js"
 import { PetsApi } from "./Pets/Api.js"
 
@@ -15,12 +17,19 @@ type Document = {
     string,
     Record<string, {
       operationId: string
+      security?: ReadonlyArray<unknown>
       requestBody?: { content?: Content }
       responses?: Record<string, { description: string; content?: Content; headers?: object }>
     }>
   >
   components: { schemas: Record<string, unknown> }
 }
+
+/** The example of an error the service makes with one of the typed errors' constructors. */
+const errorExample = (error: { readonly code: string; readonly message: string }) => ({
+  code: error.code,
+  message: error.message
+})
 
 /**
  * An example of each body, as the service sends it (or accepts it), so that the docs page's requests work as they
@@ -46,7 +55,9 @@ const EXAMPLES: Record<string, { request?: unknown; responses: Record<string, un
       415: {
         code: "unsupported_media_type",
         message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
-      }
+      },
+      409: errorExample(idempotencyKeyInUse()),
+      422: errorExample(idempotencyKeyReused())
     }
   },
   getPet: {
@@ -61,6 +72,7 @@ const EXAMPLES: Record<string, { request?: unknown; responses: Record<string, un
 /** Examples of the errors every operation may answer. */
 const COMMON_ERRORS: Record<string, unknown> = {
   401: { code: "unauthorized", message: "A valid API key is required: send it as 'Authorization: Bearer <API_KEY>'." },
+  429: errorExample(rateLimited(17)),
   503: { code: "unavailable", message: "The service cannot reach its database; try again shortly." }
 }
 
@@ -80,6 +92,11 @@ const finishDocument = (doc: Document): Record<string, any> => {
       const requestBody = op.requestBody?.content?.["application/json"]
       if (requestBody !== undefined && examples?.request !== undefined) requestBody.example = examples.request
       for (const [status, response] of Object.entries(op.responses ?? {})) {
+        // With `RATE_LIMIT` set, every answer to an authenticated request states the quota.
+        if (op.security !== undefined && op.security.length > 0 && status !== "401") {
+          response.headers = { ...response.headers, ...RATE_LIMIT_HEADER_DOCS }
+        }
+        if (status === "429" || status === "503") response.headers = { ...response.headers, ...RETRY_AFTER_HEADER_DOCS }
         const example = examples?.responses[status] ?? COMMON_ERRORS[status]
         if (Number(status) < 400) {
           const body = response.content?.["application/json"]

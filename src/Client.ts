@@ -5,6 +5,7 @@
  *
  *     const client = yield* makeClient({ baseUrl: "http://localhost:8080/v1", apiKey: process.env.API_KEY! })
  *     const rex = yield* client.createPet({ name: "Rex", categoryId: 1 })          // status: "available" by default
+ *     yield* client.createPet(pet, { idempotencyKey: crypto.randomUUID() })          // safe to retry with the same key
  *     const page = yield* client.listPets({ limit: 20 })                              // page.pets, page.next
  *     const all = yield* Stream.runCollect(client.allPets({ status: "available" })) // follows Link: rel="next"
  */
@@ -12,7 +13,17 @@ import { HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import type { HttpApiError, HttpClientError } from "@effect/platform"
 import { Effect, Option, type ParseResult, Redacted, Schema, Stream } from "effect"
 import { Api } from "./Api.js"
-import type { BadRequest, NotFound, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedMediaType } from "./Domain/Errors.js"
+import type {
+  BadRequest,
+  IdempotencyKeyInUse,
+  IdempotencyKeyReused,
+  NotFound,
+  PayloadTooLarge,
+  RateLimited,
+  Unauthorized,
+  Unavailable,
+  UnsupportedMediaType
+} from "./Domain/Errors.js"
 import { ListPetsQuery, NewPet, type Pet, PetId, type PetStatus } from "./Domain/Pet.js"
 
 export type { Pet, PetStatus }
@@ -40,6 +51,9 @@ export type PetstoreError =
   | NotFound
   | PayloadTooLarge
   | UnsupportedMediaType
+  | IdempotencyKeyInUse
+  | IdempotencyKeyReused
+  | RateLimited
   | Unavailable
   | HttpApiError.HttpApiDecodeError
   | HttpClientError.HttpClientError
@@ -47,11 +61,19 @@ export type PetstoreError =
 
 export interface PetstoreClient {
   readonly listPets: (query?: ListQuery) => Effect.Effect<Page, PetstoreError>
-  readonly createPet: (pet: NewPetInput) => Effect.Effect<Pet, PetstoreError>
+  /**
+   * With an `idempotencyKey` (1 to 255 visible ASCII characters, e.g. a UUID), a retry of the same create with the same
+   * key is answered as the first was and adds nothing.
+   */
+  readonly createPet: (pet: NewPetInput, options?: CreateOptions) => Effect.Effect<Pet, PetstoreError>
   /** Deprecated by the service (removed on 5 December 2030): use `listPets` or `allPets`. */
   readonly getPet: (petId: number) => Effect.Effect<Pet, PetstoreError>
   /** Every pet the query selects, page after page, following `Link: rel="next"` until the last. */
   readonly allPets: (query?: Omit<ListQuery, "after">) => Stream.Stream<Pet, PetstoreError>
+}
+
+export interface CreateOptions {
+  readonly idempotencyKey?: string | undefined
 }
 
 export interface ClientOptions {
@@ -90,7 +112,12 @@ export const makeClient = (options: ClientOptions): Effect.Effect<PetstoreClient
         return { pets, next: yield* nextQuery(response.headers.link) }
       })
 
-    const createPet = (pet: NewPetInput) => Effect.flatMap(Schema.decodeUnknown(NewPet)(pet), (payload) => client.createPet({ payload }))
+    const createPet = (pet: NewPetInput, options: CreateOptions = {}) =>
+      Effect.flatMap(Schema.decodeUnknown(NewPet)(pet), (payload) =>
+        client.createPet({
+          payload,
+          headers: options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey }
+        }))
 
     const getPet = (petId: number) =>
       Effect.flatMap(Schema.decodeUnknown(PetId)(petId), (petId) => client.getPet({ path: { petId } }))

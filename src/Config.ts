@@ -7,7 +7,7 @@ import { Config, ConfigError, Duration, Either, LogLevel, Option } from "effect"
 import type { Servers } from "./Api.js"
 
 /** A variable read by `parse`, which answers the value or what the value must be ("must be …"). */
-const variable = <A>(name: string, parse: (text: string) => Either.Either<A, string>): Config.Config<A> =>
+export const variable = <A>(name: string, parse: (text: string) => Either.Either<A, string>): Config.Config<A> =>
   Config.nested(
     Config.string().pipe(Config.mapOrFail((text) =>
       Either.mapLeft(parse(text.trim()), (must) => ConfigError.InvalidData([], `${name} ${must} (got ${JSON.stringify(text)})`))

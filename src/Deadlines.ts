@@ -13,7 +13,7 @@ import { duration } from "./Config.js"
 import { type Unavailable, unavailable } from "./Domain/Errors.js"
 import { addResponseHeaders } from "./ResponseHeaders.js"
 import { PostgresTimeoutsConfig } from "./Sql.js"
-import { RETRY_AFTER_HEADERS } from "./Unavailable.js"
+import { UNAVAILABLE_HEADERS } from "./Unavailable.js"
 
 /** The client's grace on PostgreSQL past the statement timeout (`query_timeout`, see `Sql.ts`). */
 const CLIENT_GRACE = Duration.seconds(1)
@@ -70,7 +70,7 @@ export const withRequestDeadline =
       Effect.timeoutTo({
         duration: timeout,
         onSuccess: (value): Effect.Effect<A, Unavailable> => Effect.succeed(value),
-        onTimeout: () => Effect.zipRight(addResponseHeaders(RETRY_AFTER_HEADERS), Effect.fail(deadlineExceeded()))
+        onTimeout: () => Effect.zipRight(addResponseHeaders(UNAVAILABLE_HEADERS), Effect.fail(deadlineExceeded()))
       }),
       Effect.flatten
     )

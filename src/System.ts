@@ -10,11 +10,10 @@ import { documentedApi, openApiDocument, type Servers } from "./Api.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { errorBody } from "./Domain/Errors.js"
 import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
-import { RETRY_AFTER_HEADERS } from "./Unavailable.js"
+import { UNAVAILABLE_HEADERS } from "./Unavailable.js"
 
-/** A 503 of readiness, with `Retry-After` as every 503. */
 const unavailable = (message: string) =>
-  HttpServerResponse.unsafeJson(errorBody(503, "unavailable", message), { status: 503, headers: RETRY_AFTER_HEADERS })
+  HttpServerResponse.unsafeJson(errorBody(503, "unavailable", message), { status: 503, headers: UNAVAILABLE_HEADERS })
 
 const READY_TIMEOUT = "2 seconds"
 

@@ -119,16 +119,16 @@ describe("OpenAPI document", () => {
   })
 
   it("declares the responses of each operation", () => {
-    expect(Object.keys(listPets().responses).sort()).toEqual(["200", "400", "401", "503"])
-    expect(Object.keys(createPet().responses).sort()).toEqual(["201", "400", "401", "413", "415", "503"])
-    expect(Object.keys(getPet().responses).sort()).toEqual(["200", "400", "401", "404", "503"])
+    expect(Object.keys(listPets().responses).sort()).toEqual(["200", "400", "401", "429", "503"])
+    expect(Object.keys(createPet().responses).sort()).toEqual(["201", "400", "401", "409", "413", "415", "422", "429", "503"])
+    expect(Object.keys(getPet().responses).sort()).toEqual(["200", "400", "401", "404", "429", "503"])
   })
 
   it("refers every error response to the Error schema", () => {
     const declared: Array<[Json, ReadonlyArray<string>]> = [
-      [listPets(), ["400", "401", "503"]],
-      [createPet(), ["400", "401", "413", "415", "503"]],
-      [getPet(), ["400", "401", "404", "503"]]
+      [listPets(), ["400", "401", "429", "503"]],
+      [createPet(), ["400", "401", "409", "413", "415", "422", "429", "503"]],
+      [getPet(), ["400", "401", "404", "429", "503"]]
     ]
     for (const [op, statuses] of declared) {
       for (const status of statuses) {
@@ -220,9 +220,33 @@ describe("OpenAPI document", () => {
     for (const op of [listPets(), createPet(), getPet()]) {
       expect(Object.keys(op.responses["401"].headers ?? {}), op.operationId).toContain("WWW-Authenticate")
     }
+    for (const op of [listPets(), createPet(), getPet()]) {
+      for (const [status, response] of Object.entries<Json>(op.responses)) {
+        const headers = Object.keys(response.headers ?? {})
+        if (status !== "401") expect(headers, `${op.operationId} ${status}`).toEqual(expect.arrayContaining(["RateLimit-Policy", "RateLimit"]))
+        if (status === "429" || status === "503") expect(headers, `${op.operationId} ${status}`).toContain("Retry-After")
+      }
+    }
+    expect(Object.keys(createPet().responses["201"].headers)).toContain("Idempotent-Replayed")
+    expect(Object.keys(createPet().responses["409"].headers)).toContain("Retry-After")
     for (const [name, header] of Object.entries<Json>(getPet().responses["200"].headers)) {
       expect(header.description, name).toMatch(/\S/)
       expect(header.schema, name).toEqual({ type: "string" })
     }
+  })
+
+  it("declares the optional Idempotency-Key header on createPet, and no other operation", () => {
+    const header = parameter(createPet(), "Idempotency-Key", "header")
+    expect(header.required).not.toBe(true)
+    expect(resolve(header.schema)).toMatchObject({ type: "string", minLength: 1 })
+    for (const op of [listPets(), getPet()]) {
+      expect((op.parameters ?? []).filter((p: Json) => p.in === "header"), op.operationId).toEqual([])
+    }
+  })
+
+  it("names the idempotency and rate-limit errors' statuses", () => {
+    expect(createPet().responses["409"].description).toMatch(/Idempotency-Key/)
+    expect(createPet().responses["422"].description).toMatch(/Idempotency-Key/)
+    expect(listPets().responses["429"].description).toMatch(/quota/)
   })
 })
