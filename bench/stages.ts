@@ -5,7 +5,7 @@
  * that other work on the machine disturbs it less; still, compare figures of one run.
  */
 import { Database } from "bun:sqlite"
-import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted, Runtime } from "effect"
+import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted, Runtime } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -82,10 +82,10 @@ const program = Effect.gen(function*() {
   const request = new Request(url, { headers })
   const serverRequest = HttpServerRequest.fromWeb(request)
   const pet = runSync(pets.getPet({ path: { petId: 5000 as never }, request: serverRequest }).pipe(Effect.orDie))
-  const pipeline = makePipeline(runtime, [getPet])
+  const pipeline = makePipeline(runtime, [getPet], Duration.seconds(15))
   const emptyGet = { ...getPet, handler: () => Effect.succeed(pet) }
   const bareGet = { ...emptyGet, middleware: [] }
-  const emptyPipeline = makePipeline(runtime, [emptyGet, bareGet])
+  const emptyPipeline = makePipeline(runtime, [emptyGet, bareGet], Duration.seconds(15))
   const page = runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.orDie))
 
   const rows: Array<readonly [string, number]> = [
@@ -107,11 +107,11 @@ const program = Effect.gen(function*() {
     })],
     ["platform request for the middleware (fromWeb, headers read)", cpu(() => HttpServerRequest.fromWeb(request).headers)],
     ["the pipeline alone: get one (fiber, middleware, decode, handler, encode)", cpu(() =>
-      pipeline(getPet, { request, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
+      pipeline(getPet, { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
     ["  the same with a handler that does nothing", cpu(() =>
-      emptyPipeline(emptyGet, { request, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
+      emptyPipeline(emptyGet, { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
     ["  the same without middleware either", cpu(() =>
-      emptyPipeline(bareGet, { request, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
+      emptyPipeline(bareGet, { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
     ["handler: get one (its SQLite read included)", cpu(() => runSync(pets.getPet({ path: { petId: 5000 as never }, request: serverRequest }).pipe(Effect.either)))],
     ["handler: list 20 (its SQLite read included)", cpu(() => runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.either)))],
     ["encode: one pet", cpu(() => getPet.encodeSuccess(pet))],

@@ -6,14 +6,11 @@
  * PostgreSQL), then for its statement (`DB_QUERY_TIMEOUT`; on SQLite, how long a write waits for a busy database),
  * plus the second the client gives a silent server (`query_timeout`); `REQUEST_TIMEOUT` must be longer than that sum.
  * Bun's idle timeout of a connection, which also counts while a request is being answered, is set past the deadline,
- * so that it never cuts a request in flight.
+ * so that it never cuts a request in flight. The request pipeline keeps the deadline (`Serving/Pipeline.ts`).
  */
-import { Config, ConfigError, Duration, Effect, Either } from "effect"
+import { Config, ConfigError, Duration, Either } from "effect"
 import { duration } from "./Config.js"
-import { type Unavailable, unavailable } from "./Domain/Errors.js"
-import { addResponseHeaders } from "./ResponseHeaders.js"
 import { PostgresTimeoutsConfig } from "./Sql.js"
-import { UNAVAILABLE_HEADERS } from "./Unavailable.js"
 
 /** The client's grace on PostgreSQL past the statement timeout (`query_timeout`, see `Sql.ts`). */
 const CLIENT_GRACE = Duration.seconds(1)
@@ -27,9 +24,12 @@ const MAX_REQUEST_TIMEOUT = Duration.seconds(MAX_IDLE_SECONDS - IDLE_MARGIN_SECO
 export const databaseBound = (timeouts: { readonly connect: Duration.Duration; readonly query: Duration.Duration }) =>
   Duration.sum(Duration.sum(timeouts.connect, timeouts.query), CLIENT_GRACE)
 
+/** How long a request may take unless `REQUEST_TIMEOUT` says otherwise. */
+export const DEFAULT_REQUEST_TIMEOUT = Duration.seconds(15)
+
 /** `REQUEST_TIMEOUT`, checked against the database's timeouts (the database gives up first) and Bun's bound. */
 export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all({
-  request: duration("REQUEST_TIMEOUT").pipe(Config.withDefault(Duration.seconds(15))),
+  request: duration("REQUEST_TIMEOUT").pipe(Config.withDefault(DEFAULT_REQUEST_TIMEOUT)),
   database: PostgresTimeoutsConfig
 }).pipe(
   Config.mapOrFail(({ database, request }) => {
@@ -55,22 +55,3 @@ export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all
 /** Bun's `idleTimeout` (seconds) for a request deadline: past the deadline, so that a request is answered first. */
 export const idleTimeoutSeconds = (requestTimeout: Duration.Duration): number =>
   Math.min(MAX_IDLE_SECONDS, Math.ceil(Duration.toSeconds(requestTimeout)) + IDLE_MARGIN_SECONDS)
-
-/** The answer to a request that did not finish within REQUEST_TIMEOUT. */
-export const deadlineExceeded = (): Unavailable =>
-  unavailable("The request did not finish within the time the server allows; try again shortly.")
-
-/**
- * The deadline stage around a request's handling: its own outcome, or, once `timeout` has passed, the request is
- * interrupted and fails with a 503 `unavailable` (with `Retry-After`).
- */
-export const withRequestDeadline =
-  (timeout: Duration.Duration) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Unavailable, R> =>
-    effect.pipe(
-      Effect.timeoutTo({
-        duration: timeout,
-        onSuccess: (value): Effect.Effect<A, Unavailable> => Effect.succeed(value),
-        onTimeout: () => Effect.zipRight(addResponseHeaders(UNAVAILABLE_HEADERS), Effect.fail(deadlineExceeded()))
-      }),
-      Effect.flatten
-    )

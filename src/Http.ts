@@ -4,9 +4,10 @@
  * from the declaration.
  */
 import { HttpApi, HttpApiBuilder, type HttpRouter, HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
+import { Context, type Duration, Effect, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
 import { type Servers, ServedApi } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
+import { DEFAULT_REQUEST_TIMEOUT } from "./Deadlines.js"
 import { AuthorizationLive, BearerCheck } from "./Auth/Http.js"
 import { RequestLog } from "./Logging.js"
 import { DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
@@ -39,6 +40,8 @@ export const RoutesLive = (servers: Servers) =>
 export interface AppOptions {
   readonly servers: Servers
   readonly corsOrigins: Option.Option<ReadonlyArray<string>>
+  /** How long a request may take (`REQUEST_TIMEOUT`; 15 seconds unless given). */
+  readonly requestTimeout?: Duration.Duration | undefined
 }
 
 /** The function that answers every request: what Bun serves in production and what the tests call in-process. */
@@ -47,7 +50,7 @@ export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, Serve
 /** The web handler of the given routes (repositories, lifecycle and SQL client still to be provided). */
 export const webHandlerFrom = <E, R>(
   routes: Layer.Layer<HttpApi.Api | ApiHandlers, E, R>,
-  options: Pick<AppOptions, "corsOrigins"> & {
+  options: Pick<AppOptions, "corsOrigins" | "requestTimeout"> & {
     /** `false`: every endpoint served by the HttpApi app instead of the pipeline (for tests comparing the two). */
     readonly pipeline?: boolean
   }
@@ -88,7 +91,11 @@ export const webHandlerFrom = <E, R>(
       const app = makeAppServer(runtime, yield* HttpApiBuilder.httpApp)
       return makeServer({
         table,
-        serveEndpoint: options.pipeline === false ? handToApp(app) : makePipeline(runtime as Runtime.Runtime<never>, derived.routes),
+        serveEndpoint: options.pipeline === false ? handToApp(app) : makePipeline(
+            runtime as Runtime.Runtime<never>,
+            derived.routes,
+            options.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT
+          ),
         app,
         cors: Option.getOrUndefined(Option.map(options.corsOrigins, makeCors)),
         log: makeRequestLogger(runtime as Runtime.Runtime<never>, Option.getOrUndefined(yield* Effect.serviceOption(RequestLog)))

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect, Either } from "effect"
-import { idleTimeoutSeconds, RequestTimeoutConfig, withRequestDeadline } from "../src/Deadlines.js"
+import { idleTimeoutSeconds, RequestTimeoutConfig } from "../src/Deadlines.js"
 
 const read = (env: Record<string, string>) =>
   Effect.either(Effect.withConfigProvider(RequestTimeoutConfig, ConfigProvider.fromMap(new Map(Object.entries(env)))))
@@ -37,18 +37,4 @@ describe("REQUEST_TIMEOUT", () => {
     expect(idleTimeoutSeconds(Duration.millis(12_500))).toBe(18)
     expect(idleTimeoutSeconds(Duration.seconds(250))).toBe(255)
   })
-})
-
-describe("withRequestDeadline", () => {
-  it.live("passes an answer in time through, and interrupts a late one with a 503 unavailable", () =>
-    Effect.gen(function*() {
-      const deadline = withRequestDeadline(Duration.millis(50))
-      expect(yield* deadline(Effect.succeed("in time"))).toBe("in time")
-      let interrupted = false
-      const late = yield* Effect.flip(
-        deadline(Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => (interrupted = true)))))
-      )
-      expect(late).toMatchObject({ _tag: "Unavailable", code: "unavailable" })
-      expect(interrupted).toBe(true)
-    }))
 })

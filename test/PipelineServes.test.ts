@@ -5,7 +5,7 @@
  */
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Deferred, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { ServedApi } from "../src/Api.js"
 import { Authorization, CurrentApiKey } from "../src/Auth/Api.js"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
@@ -132,6 +132,30 @@ describe("requests that end early", () => {
         yield* Deferred.await(interrupted).pipe(Effect.timeout("5 seconds"))
       })))
   }
+
+  it.live("a request past REQUEST_TIMEOUT is interrupted and answered 503 unavailable, with Retry-After", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const interrupted = yield* Deferred.make<void>()
+      const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
+      const context = yield* Layer.build(
+        Layer.mergeAll(
+          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])), {
+            corsOrigins: Option.none(),
+            requestTimeout: Duration.millis(300)
+          }),
+          ApiKeys.Default
+        ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))
+      )
+      const key = Redacted.value((yield* Context.get(context, ApiKeys).create("late")).key)
+      const response = yield* Effect.promise(async () =>
+        Context.get(context, WebHandler)(new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` } }))
+      )
+      expect(response.status).toBe(503)
+      expect(response.headers.get("retry-after")).toBe("1")
+      expect(yield* Effect.promise(() => response.json())).toMatchObject({ code: "unavailable", status: 503 })
+      yield* Deferred.await(interrupted).pipe(Effect.timeout("5 seconds"))
+    })))
 
   it.scoped("a body that fails to arrive is answered 400, without an unhandled rejection", () =>
     Effect.gen(function*() {

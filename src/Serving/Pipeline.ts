@@ -13,6 +13,7 @@ import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform
 import {
   Cause,
   Context,
+  Duration,
   Effect,
   Either,
   Exit,
@@ -166,6 +167,8 @@ const makeProgram = (route: EndpointRoute): Effect.Effect<Answer, never, Service
 /** The input of a request to a route. */
 export interface PipelineRequest {
   readonly request: Request
+  /** When the server received it (`performance.now()`): the deadline counts from then. */
+  readonly started: number
   readonly params: Readonly<Record<string, string>>
   readonly query: Readonly<Record<string, string | Array<string>>>
   readonly body: ReadBody | undefined
@@ -179,10 +182,16 @@ export type Pipeline = (route: EndpointRoute, input: PipelineRequest) => Answer 
  * context holds the request and whose log annotations start with its request id, so every line logged while serving
  * it, from any fiber it starts, carries that id. A client that goes away interrupts the fiber.
  */
-export const makePipeline = (runtime: Runtime.Runtime<never>, routes: ReadonlyArray<EndpointRoute>): Pipeline => {
+export const makePipeline = (
+  runtime: Runtime.Runtime<never>,
+  routes: ReadonlyArray<EndpointRoute>,
+  /** How long a request may take (`REQUEST_TIMEOUT`): past it, it is interrupted and answered 503. */
+  requestTimeout: Duration.Duration
+): Pipeline => {
   // Each program's services are in the context its fiber starts with (below).
   const programs = new Map(routes.map((route) => [route, makeProgram(route) as Effect.Effect<Answer>]))
   const baseServices = (runtime.context as unknown as { readonly unsafeMap: Map<string, unknown> }).unsafeMap
+  const timeoutMillis = Duration.toMillis(requestTimeout)
 
   return (route, input) => {
     const request = HttpServerRequest.fromWeb(input.request)
@@ -201,13 +210,20 @@ export const makePipeline = (runtime: Runtime.Runtime<never>, routes: ReadonlyAr
       Exit.isSuccess(exit) ? exit.value : refusalAnswer(Refusals.shuttingDown, log.annotations)
     const done = fiber.unsafePoll()
     if (done !== null) return answerOf(done)
+    // Only a request that waits needs its deadline kept, and its client's going away noticed.
     const signal = input.request.signal
     const abort = () => fiber.unsafeInterruptAsFork(FiberId.none)
+    let late = false
+    const deadline = setTimeout(() => {
+      late = true
+      abort()
+    }, timeoutMillis - (performance.now() - input.started))
     signal.addEventListener("abort", abort, { once: true })
     return new Promise((resolve) =>
       fiber.addObserver((exit) => {
+        clearTimeout(deadline)
         signal.removeEventListener("abort", abort)
-        resolve(answerOf(exit))
+        resolve(late ? refusalAnswer(Refusals.deadlineExceeded, log.annotations) : answerOf(exit))
       })
     )
   }

@@ -59,6 +59,12 @@ export const unreadablePath = (path: string) =>
   refusal(400, "invalid_path", `Invalid path parameter in ${truncate(path)}: it cannot be read.`)
 export const internalError = refusal(500, "internal_error", "The server failed to answer this request; it has been logged.")
 export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.", UNAVAILABLE_HEADERS)
+export const deadlineExceeded = refusal(
+  503,
+  "unavailable",
+  "The request did not finish within the time the server allows; try again shortly.",
+  UNAVAILABLE_HEADERS
+)
 
 /** Which part of the request a failed decode was about. */
 export type DecodedPart = "path" | "query" | "body" | "header"

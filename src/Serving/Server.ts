@@ -88,7 +88,7 @@ export const makeServer = (options: ServerOptions): Server => {
         ? served.then((done) => respond(request, requestId, started, done))
         : respond(request, requestId, started, served)
     const run = (body: Gate.ReadBody | undefined) =>
-      finish(serveEndpoint(route, { request, params, query: queryOf(request.url), body, requestId }))
+      finish(serveEndpoint(route, { request, started, params, query: queryOf(request.url), body, requestId }))
 
     const plan = Gate.bodyPlan(request.method, request.headers)
     if (plan === "none") return run(undefined)
