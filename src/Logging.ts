@@ -43,6 +43,9 @@ export interface RequestLogFields {
   readonly durationMs: number
   readonly keyId: string | undefined
   readonly fiberId: number
+  /** The request's trace and server span, when it is sampled. */
+  readonly traceId?: string | undefined
+  readonly spanId?: string | undefined
 }
 
 export type RequestLogWriter = (fields: RequestLogFields) => void
@@ -60,7 +63,7 @@ const writeRequestLine: RequestLogWriter = (fields) =>
       JSON.stringify(fields.requestId)
     },"method":${JSON.stringify(fields.method)},"path":${JSON.stringify(fields.path)},"status":${fields.status},"durationMs":${fields.durationMs}${
       fields.keyId === undefined ? "" : `,"keyId":${JSON.stringify(fields.keyId)}`
-    }},"spans":{},"fiberId":"#${fields.fiberId}"}`
+    }${fields.traceId === undefined ? "" : `,"traceId":"${fields.traceId}","spanId":"${fields.spanId}"`}},"spans":{},"fiberId":"#${fields.fiberId}"}`
   )
 
 export const LoggingLive = (target: "stdout" | "stderr") =>

@@ -1,0 +1,62 @@
+/**
+ * The two places the rest of the service calls into observability, as one service that is present only when something
+ * is configured (`OTEL_*` endpoint, `METRICS_ADDRESS`): absent, a caller does nothing at all, so an unconfigured
+ * service pays nothing. This module is small on purpose: the serving pipeline and the repositories import it, and it
+ * loads nothing of the exporters.
+ */
+import { Context, Effect, type Tracer } from "effect"
+
+/** What the serving pipeline knows of a request when it starts. */
+export interface RequestStart {
+  readonly method: string
+  /** The route template of the matched endpoint (`/v1/pets/{petId}`); `undefined` when no route matched. */
+  readonly route: string | undefined
+  /** The path alone, without the query string. */
+  readonly path: string
+  /** The request's headers (for `traceparent` and `tracestate`). */
+  readonly headers: { readonly get: (name: string) => string | null }
+}
+
+/** One request being observed: started by `observeRequest`, ended once by `end`. */
+export interface RequestObservation {
+  /**
+   * The request's server span: the pipeline runs the request's fiber under it (`Effect.withParentSpan`), so that the
+   * spans made while serving it are its children and its log lines carry its ids. `undefined` when tracing is off; a
+   * span that records nothing (`sampled: false`) when the request is not sampled, so its children are not either.
+   */
+  readonly parentSpan: Tracer.Span | undefined
+  /**
+   * The answer went out: its status, the id of the API key that authenticated (never the key), and for a 5xx what
+   * failed (`error.type`, e.g. the error's tag; the status otherwise). Ends the span, counts the request.
+   */
+  readonly end: (status: number, keyId: string | undefined, errorType?: string) => void
+}
+
+/** A database statement, as the metric's labels and the span's name and attributes say it. */
+export interface Statement {
+  readonly system: "sqlite" | "postgresql"
+  /** `SELECT`, `INSERT`, `UPDATE`, `DELETE`. */
+  readonly operation: string
+  /** The table. */
+  readonly collection: string
+  /** The statement's text, with placeholders (never values). */
+  readonly text: string
+}
+
+export interface ObservabilityHooks {
+  /** Starts observing a request: the pipeline calls it once per request, before anything else of the request runs. */
+  readonly observeRequest: (request: RequestStart) => RequestObservation
+  /** Times a statement (`db_client_operation_duration_seconds`) and, inside a sampled request, makes its child span. */
+  readonly observeStatement: <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+export class Observability extends Context.Tag("Observability")<Observability, ObservabilityHooks>() {}
+
+/**
+ * The statement hook for a repository: the service's, or nothing when observability is off. The repositories call it
+ * once when they are built and wrap each statement's effect with it.
+ */
+export const statementHook: Effect.Effect<ObservabilityHooks["observeStatement"]> = Effect.map(
+  Effect.serviceOption(Observability),
+  (hooks) => hooks._tag === "Some" ? hooks.value.observeStatement : (_statement, effect) => effect
+)

@@ -1,0 +1,107 @@
+/**
+ * The hooks of `Hooks.ts` made real: the server span of a request and its metrics, and the statements' spans and
+ * durations. The span and attribute names are the OpenTelemetry semantic conventions' (HTTP server, database client).
+ */
+import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
+import type { ObservabilityHooks, RequestObservation, Statement } from "./Hooks.js"
+import { addInFlight, methodLabel, recordRequest, recordStatement } from "./Metrics.js"
+import { remoteParent } from "./Sampler.js"
+import type { SamplingTracer } from "./Tracer.js"
+
+export interface ObserveOptions {
+  /** The tracer, when spans are exported. */
+  readonly tracer: SamplingTracer | undefined
+  /** Whether the metrics are counted. */
+  readonly metrics: boolean
+}
+
+/** The key id's attribute: the id the key list shows, never the key. */
+export const KEY_ID_ATTRIBUTE = "petstore.api_key.id"
+
+const clock = Clock.make()
+const NO_LINKS: ReadonlyArray<Tracer.SpanLink> = []
+const NOTHING: RequestObservation = { parentSpan: undefined, end: () => {} }
+
+export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHooks => {
+  const observeRequest: ObservabilityHooks["observeRequest"] = (request) => {
+    if (!metrics && tracer === undefined) return NOTHING
+    const started = performance.now()
+    const method = methodLabel(request.method)
+    let span: Tracer.Span | undefined
+    if (tracer !== undefined) {
+      // The semantic conventions: `{method} {route}`, or the method alone without a route (`HTTP` for an unknown one).
+      const name = method === "_OTHER" ? "HTTP" : method
+      span = tracer.span(
+        request.route === undefined ? name : `${name} ${request.route}`,
+        remoteParent(request.headers),
+        Context.empty(),
+        NO_LINKS,
+        clock.unsafeCurrentTimeNanos(),
+        "server"
+      )
+      if (span.sampled) {
+        span.attribute("http.request.method", method)
+        if (method === "_OTHER") span.attribute("http.request.method_original", request.method)
+        if (request.route !== undefined) span.attribute("http.route", request.route)
+        span.attribute("url.path", request.path)
+      }
+    }
+    if (metrics) addInFlight(1)
+    let ended = false
+    return {
+      parentSpan: span,
+      end: (status, keyId, errorType) => {
+        if (ended) return
+        ended = true
+        if (metrics) {
+          addInFlight(-1)
+          recordRequest(method, request.route ?? "", status, (performance.now() - started) / 1000)
+        }
+        if (span !== undefined && span.sampled) {
+          span.attribute("http.response.status_code", status)
+          if (keyId !== undefined) span.attribute(KEY_ID_ATTRIBUTE, keyId)
+          if (status >= 500) span.attribute("error.type", errorType ?? String(status))
+          span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
+        }
+      }
+    }
+  }
+
+  const timed = <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.suspend(() => {
+      const started = performance.now()
+      return Effect.onExit(effect, () => {
+        recordStatement(statement.system, statement.operation, statement.collection, (performance.now() - started) / 1000)
+        return Effect.void
+      })
+    })
+
+  // On PostgreSQL `@effect/sql` makes the statement's span itself (`sql.execute`); on SQLite the statement is run on
+  // the driver directly, so the span is made here: `{operation} {table}`, a child of the request's span.
+  const traced = (tracer: SamplingTracer) => <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>) =>
+    statement.system === "postgresql" ? effect : Effect.withFiberRuntime<A, E, R>((fiber) => {
+      const parent = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
+      if (Option.isNone(parent) || !parent.value.sampled) return effect
+      const span = tracer.span(
+        `${statement.operation} ${statement.collection}`,
+        parent,
+        Context.empty(),
+        NO_LINKS,
+        clock.unsafeCurrentTimeNanos(),
+        "client"
+      )
+      span.attribute("db.system.name", statement.system)
+      span.attribute("db.operation.name", statement.operation)
+      span.attribute("db.collection.name", statement.collection)
+      span.attribute("db.query.text", statement.text)
+      return Effect.onExit(effect, (exit) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit)))
+    })
+
+  const observeStatement: ObservabilityHooks["observeStatement"] = tracer === undefined
+    ? (metrics ? timed : (_statement, effect) => effect)
+    : metrics
+    ? (statement, effect) => timed(statement, traced(tracer)(statement, effect))
+    : (statement, effect) => traced(tracer)(statement, effect)
+
+  return { observeRequest, observeStatement }
+}
