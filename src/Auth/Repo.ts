@@ -4,6 +4,7 @@
 import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
+import { statementHook } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "../Sqlite.js"
 
 const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
@@ -12,6 +13,8 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const sqlite = yield* Effect.serviceOption(SqliteDatabase)
+    const observe = yield* statementHook
+    const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
     const info = sql`id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
 
     const insertOne = SqlSchema.void({
@@ -44,7 +47,10 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
       insert: (key: { id: ApiKeyId; name: string; hash: string; createdAt: string }) =>
         insertOne(key).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.insert", { attributes: { id: key.id } })),
       findById: (id: ApiKeyId) =>
-        findOne(id).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.findById", { attributes: { id } })),
+        findOne(id).pipe(
+          Effect.catchTag("ParseError", Effect.die),
+          (effect) => observe({ system, operation: "SELECT", collection: "api_keys" }, effect),
+          Effect.withSpan("ApiKeysRepo.findById", { attributes: { id } })),
       list: findAll(undefined).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.list")),
       /** Marks a key revoked (keeping the first revocation time); false when no key has that id. */
       revoke: (id: ApiKeyId, at: string) =>
@@ -54,23 +60,38 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
           Effect.withSpan("ApiKeysRepo.revoke", { attributes: { id } })
         ),
       touch: (id: ApiKeyId, at: string) =>
-        touchOne({ id, at }).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.touch", { attributes: { id } }))
+        touchOne({ id, at }).pipe(
+          Effect.catchTag("ParseError", Effect.die),
+          (effect) => observe({ system, operation: "UPDATE", collection: "api_keys" }, effect),
+          Effect.withSpan("ApiKeysRepo.touch", { attributes: { id } })
+        )
     } as const
     if (Option.isNone(sqlite)) return portable
 
     // SQLite: the two statements of every request are prepared once on the database; the columns are TEXT NOT NULL
     // (nullable for the times), so a row is an `ApiKeyRecord` as it comes.
     const db = sqlite.value
-    const selectOne = db.prepare<ApiKeyRecord, [string]>(
-      `SELECT id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt", hash
+    const selectSql = {
+      system: "sqlite",
+      operation: "SELECT",
+      collection: "api_keys",
+      text: `SELECT id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt", hash
        FROM api_keys WHERE id = ?`
-    )
-    const updateLastUsed = db.prepare<unknown, [string, string]>(`UPDATE api_keys SET last_used_at = ? WHERE id = ?`)
+    } as const
+    const updateSql = {
+      system: "sqlite",
+      operation: "UPDATE",
+      collection: "api_keys",
+      text: `UPDATE api_keys SET last_used_at = ? WHERE id = ?`
+    } as const
+    const selectOne = db.prepare<ApiKeyRecord, [string]>(selectSql.text)
+    const updateLastUsed = db.prepare<unknown, [string, string]>(updateSql.text)
     return {
       ...portable,
-      findById: (id: ApiKeyId) => Effect.try({ try: () => Option.fromNullable(selectOne.get(id)), catch: statementFailed }),
+      findById: (id: ApiKeyId) =>
+        observe(selectSql, Effect.try({ try: () => Option.fromNullable(selectOne.get(id)), catch: statementFailed })),
       touch: (id: ApiKeyId, at: string) =>
-        Effect.try({ try: () => void updateLastUsed.run(at, id), catch: statementFailed })
+        observe(updateSql, Effect.try({ try: () => void updateLastUsed.run(at, id), catch: statementFailed }))
     }
   })
 }) {}

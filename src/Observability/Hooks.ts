@@ -39,8 +39,8 @@ export interface Statement {
   readonly operation: string
   /** The table. */
   readonly collection: string
-  /** The statement's text, with placeholders (never values). */
-  readonly text: string
+  /** The statement's text, with placeholders (never values), for the span (SQLite; `@effect/sql` adds its own). */
+  readonly text?: string | undefined
 }
 
 export interface ObservabilityHooks {

@@ -93,7 +93,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
       span.attribute("db.system.name", statement.system)
       span.attribute("db.operation.name", statement.operation)
       span.attribute("db.collection.name", statement.collection)
-      span.attribute("db.query.text", statement.text)
+      if (statement.text !== undefined) span.attribute("db.query.text", statement.text)
       return Effect.onExit(effect, (exit) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit)))
     })
 

@@ -3,7 +3,7 @@
  * a sink (the OTLP exporter); a span it does not sample is one shared object that records nothing, so an unsampled
  * request or statement costs no span. A span whose parent is in this process follows its parent's decision.
  */
-import { type Context, type Exit, Option, Tracer } from "effect"
+import { Context, type Exit, Option, Tracer } from "effect"
 import type { Sampler } from "./Sampler.js"
 
 export interface SpanSink {
@@ -82,7 +82,7 @@ export const NOT_SAMPLED: Tracer.Span = {
   spanId: ZERO_SPAN,
   traceId: ZERO_TRACE,
   parent: Option.none(),
-  context: undefined as unknown as Context.Context<never>,
+  context: Context.empty(),
   status: { _tag: "Started", startTime: 0n },
   attributes: new Map(),
   links: [],

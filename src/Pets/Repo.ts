@@ -9,6 +9,7 @@ import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import type { Database } from "bun:sqlite"
 import { Effect, Option, Schema } from "effect"
 import { CategoryId, NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
+import { type ObservabilityHooks, type Statement, statementHook } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "../Sqlite.js"
 
 /** A BIGINT column as the drivers return it: a number from SQLite, a decimal string from PostgreSQL. */
@@ -48,21 +49,27 @@ const COLUMNS = `id, name, category_id AS "categoryId", status`
 
 const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
+/** The statements, as observability names them (`Observability/Hooks.ts`). */
+const INSERT: Omit<Statement, "system"> = { operation: "INSERT", collection: "pets" }
+const SELECT: Omit<Statement, "system"> = { operation: "SELECT", collection: "pets" }
+const sqliteStatement = (base: Omit<Statement, "system">, text: string): Statement => ({ ...base, system: "sqlite", text })
+
 /** SQLite: the same statements, prepared once on the database. */
-const sqliteRepository = (db: Database): PetsRepository => {
-  const insert = db.prepare<Pet, [string, number, string]>(
-    `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
-  )
-  const findOne = db.prepare<Pet, [number]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
-  const page = db.prepare<Pet, [number, number]>(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
-  const pageByStatus = db.prepare<Pet, [string, number, number]>(
-    `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
-  )
+const sqliteRepository = (db: Database, observe: ObservabilityHooks["observeStatement"]): PetsRepository => {
+  const insertSql = sqliteStatement(INSERT, `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`)
+  const findOneSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id = ?`)
+  const pageSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
+  const pageByStatusSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
+  const insert = db.prepare<Pet, [string, number, string]>(insertSql.text!)
+  const findOne = db.prepare<Pet, [number]>(findOneSql.text!)
+  const page = db.prepare<Pet, [number, number]>(pageSql.text!)
+  const pageByStatus = db.prepare<Pet, [string, number, number]>(pageByStatusSql.text!)
   return {
-    create: (pet) => Effect.try({ try: () => insert.get(pet.name, pet.categoryId, pet.status)!, catch: statementFailed }),
-    findById: (id) => Effect.try({ try: () => Option.fromNullable(findOne.get(id)), catch: statementFailed }),
+    create: (pet) =>
+      observe(insertSql, Effect.try({ try: () => insert.get(pet.name, pet.categoryId, pet.status)!, catch: statementFailed })),
+    findById: (id) => observe(findOneSql, Effect.try({ try: () => Option.fromNullable(findOne.get(id)), catch: statementFailed })),
     list: (options) =>
-      Effect.try({
+      observe(options.status === undefined ? pageSql : pageByStatusSql, Effect.try({
         try: (): Page => {
           const after = options.after ?? 0
           const rows = options.status === undefined
@@ -73,15 +80,19 @@ const sqliteRepository = (db: Database): PetsRepository => {
           return { pets: rows, more }
         },
         catch: statementFailed
-      })
+      }))
   }
 }
 
 export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
   effect: Effect.gen(function*() {
     const sqlite = yield* Effect.serviceOption(SqliteDatabase)
-    if (Option.isSome(sqlite)) return sqliteRepository(sqlite.value)
+    const observe = yield* statementHook
+    if (Option.isSome(sqlite)) return sqliteRepository(sqlite.value, observe)
     const sql = yield* SqlClient.SqlClient
+    const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
+    const portableInsert: Statement = { ...INSERT, system }
+    const portableSelect: Statement = { ...SELECT, system }
     const columns = sql`id, name, category_id AS "categoryId", status`
 
     const insert = SqlSchema.single({
@@ -110,12 +121,14 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const create = (pet: NewPet) =>
       insert(pet).pipe(
         Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }),
+        (effect) => observe(portableInsert, effect),
         Effect.withSpan("PetsRepo.create")
       )
 
     const findById = (id: PetId): Effect.Effect<Option.Option<Pet>, SqlError.SqlError> =>
       findOne(id).pipe(
         Effect.catchTag("ParseError", Effect.die),
+        (effect) => observe(portableSelect, effect),
         Effect.withSpan("PetsRepo.findById", { attributes: { id } })
       )
 
@@ -123,6 +136,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
       findPage({ limit: options.limit + 1, status: options.status, after: options.after ?? 0 }).pipe(
         Effect.map((rows): Page => ({ pets: rows.slice(0, options.limit), more: rows.length > options.limit })),
         Effect.catchTag("ParseError", Effect.die),
+        (effect) => observe(portableSelect, effect),
         Effect.withSpan("PetsRepo.list", { attributes: { ...options } })
       )
 
