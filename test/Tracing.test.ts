@@ -6,35 +6,16 @@
  * trace ids in log lines.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Logger, Metric, Option, Redacted } from "effect"
+import { Effect, Logger, Metric, Option, Redacted } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
-import { Observability } from "../src/Observability/Hooks.js"
-import { ObservabilityLive } from "../src/Observability/Live.js"
+import { ObservabilityConfig } from "../src/Observability/Config.js"
 import { spansDropped } from "../src/Observability/Metrics.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
 import { newSpanId, newTraceId } from "../src/Observability/Tracer.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
-import * as Sql from "../src/Sql.js"
 import { SQLite } from "./support/backends.js"
+import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
 import { otlpReceiver } from "./support/otlp.js"
-
-export const withEnvironment = (env: Record<string, string>) =>
-  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
-
-/** The repositories on a fresh SQLite file, with observability as the environment configures it. */
-const appOn = (url: Redacted.Redacted<string>) =>
-  Layer.mergeAll(PetsRepo.Default, ApiKeys.Default).pipe(
-    Layer.provide(Sql.layer(url)),
-    Layer.provideMerge(ObservabilityLive("9.9.9"))
-  )
-
-/** A port nothing listens on. */
-const closedPort = Effect.sync(() => {
-  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() })
-  const port = server.port
-  server.stop(true)
-  return port
-})
 
 describe("traces over OTLP", () => {
   for (const protocol of ["http/protobuf", "http/json"] as const) {
@@ -46,7 +27,7 @@ describe("traces over OTLP", () => {
         const clientSpanId = newSpanId()
         const unsampledTraceId = newTraceId()
         const made = yield* Effect.gen(function*() {
-          const hooks = yield* Observability
+          const hooks = yield* configuredHooks
           const keys = yield* ApiKeys
           const pets = yield* PetsRepo
           const created = yield* keys.create("tracing")
@@ -90,7 +71,7 @@ describe("traces over OTLP", () => {
           return { key, keyId: created.id, petId: pet.id }
         }).pipe(
           // The layer closes at the end of this: the exporter's last flush.
-          Effect.provide(appOn(url)),
+          Effect.provide(repositoriesOn(url)),
           withEnvironment({
             OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
             OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
@@ -153,10 +134,10 @@ describe("traces over OTLP", () => {
   it.scoped("a collector that is down: requests are observed as usual, their spans dropped and counted", () =>
     Effect.gen(function*() {
       const url = yield* SQLite.freshDatabase
-      const port = yield* closedPort
+      const port = yield* freePort
       const droppedBefore = (yield* Metric.value(spansDropped)).count
       yield* Effect.gen(function*() {
-        const hooks = yield* Observability
+        const hooks = yield* configuredHooks
         const pets = yield* PetsRepo
         for (let i = 0; i < 5; i++) {
           const request = hooks.observeRequest({ method: "GET", route: "/v1/pets", path: "/v1/pets", headers: new Headers() })
@@ -165,7 +146,7 @@ describe("traces over OTLP", () => {
           request.end(200, undefined)
         }
       }).pipe(
-        Effect.provide(appOn(url)),
+        Effect.provide(repositoriesOn(url)),
         withEnvironment({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${port}/v1/traces`, OTEL_EXPORTER_OTLP_TIMEOUT: "2000" })
       )
       // Five server spans and their five statements at least (the start-up's migration spans too), none delivered.
@@ -177,7 +158,7 @@ describe("traces over OTLP", () => {
       const receiver = yield* otlpReceiver
       const url = yield* SQLite.freshDatabase
       const dropped = yield* Effect.gen(function*() {
-        const hooks = yield* Observability
+        const hooks = yield* configuredHooks
         const before = (yield* Metric.value(spansDropped)).count
         // Five spans at once: two fill the buffer and leave in one export, two more fill it while that export is
         // under way, the fifth finds it full.
@@ -186,7 +167,7 @@ describe("traces over OTLP", () => {
         }
         return (yield* Metric.value(spansDropped)).count - before
       }).pipe(
-        Effect.provide(appOn(url)),
+        Effect.provide(repositoriesOn(url)),
         withEnvironment({
           OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
           OTEL_BSP_MAX_QUEUE_SIZE: "2",
@@ -208,7 +189,7 @@ describe("traces over OTLP", () => {
       })
       const traceId = newTraceId()
       const spanId = yield* Effect.gen(function*() {
-        const hooks = yield* Observability
+        const hooks = yield* configuredHooks
         const sampled = hooks.observeRequest({
           method: "GET",
           route: "/v1/pets",
@@ -227,7 +208,7 @@ describe("traces over OTLP", () => {
         unsampled.end(200, undefined)
         return sampled.parentSpan!.spanId
       }).pipe(
-        Effect.provide(appOn(url)),
+        Effect.provide(repositoriesOn(url)),
         Effect.provide(Logger.replace(Logger.defaultLogger, capture)),
         withEnvironment({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: "600000" })
       )
@@ -273,4 +254,45 @@ describe("sampling", () => {
     expect(Option.map(remoteParent(new Headers({ traceparent: `00-${id}-${"a".repeat(16)}-01` })), (p) => p.traceId))
       .toEqual(Option.some(id))
   })
+})
+
+describe("configuration", () => {
+  const bad: ReadonlyArray<readonly [Record<string, string>, string]> = [
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" }, "OTEL_EXPORTER_OTLP_ENDPOINT"],
+    [{ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "ftp://collector" }, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, "OTEL_EXPORTER_OTLP_PROTOCOL"],
+    [{ OTEL_EXPORTER_OTLP_HEADERS: "authorization" }, "OTEL_EXPORTER_OTLP_HEADERS"],
+    [{ OTEL_RESOURCE_ATTRIBUTES: "region=%zz" }, "OTEL_RESOURCE_ATTRIBUTES"],
+    [{ OTEL_TRACES_SAMPLER: "jaeger_remote" }, "OTEL_TRACES_SAMPLER"],
+    [{ OTEL_TRACES_SAMPLER_ARG: "1.5" }, "OTEL_TRACES_SAMPLER_ARG"],
+    [{ OTEL_BSP_MAX_QUEUE_SIZE: "0" }, "OTEL_BSP_MAX_QUEUE_SIZE"]
+  ]
+  for (const [env, variable] of bad) {
+    it.effect(`a bad ${variable} is refused, naming it`, () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(ObservabilityConfig.pipe(withEnvironment(env)))
+        expect(String(error)).toContain(variable)
+        expect(String(error)).toMatch(/Expected/)
+      }))
+  }
+
+  it.effect("the endpoint's signal paths, the service name and its precedence", () =>
+    Effect.gen(function*() {
+      const options = yield* ObservabilityConfig.pipe(withEnvironment({
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/",
+        OTEL_RESOURCE_ATTRIBUTES: "service.name=from-attributes,team=pets",
+        OTEL_SERVICE_NAME: "from-variable"
+      }))
+      const otlp = Option.getOrThrow(options.otlp)
+      expect(otlp).toMatchObject({
+        tracesUrl: "http://collector:4318/v1/traces",
+        metricsUrl: "http://collector:4318/v1/metrics",
+        protocol: "http/protobuf",
+        serviceName: "from-variable",
+        resourceAttributes: { team: "pets" },
+        sampling: { sampler: "parentbased_always_on", ratio: 1 }
+      })
+      const none = yield* ObservabilityConfig.pipe(withEnvironment({}))
+      expect(Option.isNone(none.otlp) && Option.isNone(none.metricsAddress)).toBe(true)
+    }))
 })
