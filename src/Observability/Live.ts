@@ -6,13 +6,16 @@
  * Provide it below the server: its finalizers then run after the server's drain, so the spans of the requests the
  * drain completed are flushed, and `/metrics` answers (with `petstore_draining 1`) until the drain is over.
  */
-import { type ConfigError, Effect, Layer, Option } from "effect"
+import { Config, type ConfigError, Effect, Layer, Option } from "effect"
 import { metricsEnabled, ObservabilityConfig, tracesEnabled } from "./Config.js"
 import { Observability } from "./Hooks.js"
 
 export const ObservabilityLive = (version: string): Layer.Layer<never, ConfigError.ConfigError | Error> =>
   Layer.unwrapScoped(Effect.gen(function*() {
     const options = yield* ObservabilityConfig
+    if (Option.isSome(yield* Config.option(Config.string("TRACING")))) {
+      yield* Effect.logWarning("TRACING is no longer read: traces go to the OTLP endpoint of OTEL_EXPORTER_OTLP_ENDPOINT")
+    }
     const tracing = tracesEnabled(options)
     const metrics = metricsEnabled(options)
     if (!tracing && !metrics) return Layer.empty
