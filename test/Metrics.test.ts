@@ -8,7 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { getMetricsFromIterator, type PromHistogramData, type PromData, type PromMetrics } from "prom2javascript"
 import { PetsRepo } from "../src/Pets/Repo.js"
-import { SQLite } from "./support/backends.js"
+import { describePostgres, SQLite } from "./support/backends.js"
 import { makeTestServer } from "./support/http.js"
 import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
 
@@ -117,6 +117,32 @@ describe("metrics", () => {
       expect(String(error)).toContain("METRICS_ADDRESS")
       expect(String(error)).toContain("host:port")
     }).pipe(Effect.scoped))
+})
+
+describePostgres((backend) => {
+  it.scoped("the pool's state, and statement durations by operation", () =>
+    Effect.gen(function*() {
+      const url = yield* backend.freshDatabase
+      const port = yield* freePort
+      yield* Effect.gen(function*() {
+        const pets = yield* PetsRepo
+        const pet = yield* pets.create({ name: "Rex", categoryId: 1, status: "available" })
+        yield* pets.findById(pet.id)
+        const metrics = yield* scrape(port)
+        expect(gauge(metrics, "db_client_connection_max")).toBe(10)
+        expect(gauge(metrics, "db_client_connection_count", { db_client_connection_state: "idle" })).toBeGreaterThanOrEqual(1)
+        expect(gauge(metrics, "db_client_connection_count", { db_client_connection_state: "used" })).toBe(0)
+        expect(gauge(metrics, "db_client_connection_pending_requests")).toBe(0)
+        for (const operation of ["INSERT", "SELECT"]) {
+          const statements = series<PromHistogramData>(metrics, "db_client_operation_duration_seconds", {
+            db_system_name: "postgresql",
+            db_operation_name: operation,
+            db_collection_name: "pets"
+          })
+          expect(statements?.count).toBeGreaterThanOrEqual(1)
+        }
+      }).pipe(Effect.provide(repositoriesOn(url)), withEnvironment({ METRICS_ADDRESS: `127.0.0.1:${port}` }))
+    }))
 })
 
 const metricsType = (metrics: PromMetrics, name: string) => metrics[name]?.type

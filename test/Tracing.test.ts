@@ -13,7 +13,7 @@ import { spansDropped } from "../src/Observability/Metrics.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
 import { newSpanId, newTraceId } from "../src/Observability/Tracer.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
-import { SQLite } from "./support/backends.js"
+import { describePostgres, SQLite } from "./support/backends.js"
 import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
 import { otlpReceiver } from "./support/otlp.js"
 
@@ -214,6 +214,39 @@ describe("traces over OTLP", () => {
       )
       expect(lines).toContainEqual({ traceId, spanId })
       expect(lines.filter((line) => "traceId" in line)).toHaveLength(1)
+    }))
+})
+
+describePostgres((backend) => {
+  it.scoped("the statements @effect/sql runs on PostgreSQL are spans of the request's trace", () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      const url = yield* backend.freshDatabase
+      const traceId = newTraceId()
+      const serverSpanId = yield* Effect.gen(function*() {
+        const hooks = yield* configuredHooks
+        const pets = yield* PetsRepo
+        const request = hooks.observeRequest({
+          method: "POST",
+          route: "/v1/pets",
+          path: "/v1/pets",
+          headers: new Headers({ traceparent: `00-${traceId}-${newSpanId()}-01` })
+        })
+        yield* pets.create({ name: "Rex", categoryId: 1, status: "available" }).pipe(Effect.withParentSpan(request.parentSpan!))
+        request.end(201, undefined)
+        return request.parentSpan!.spanId
+      }).pipe(
+        Effect.provide(repositoriesOn(url)),
+        withEnvironment({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: "600000" })
+      )
+      const inTrace = receiver.spans.filter((span) => span.traceId === traceId)
+      const byId = new Map(inTrace.map((span) => [span.spanId, span]))
+      const statement = inTrace.find((span) => span.attributes["db.system.name"] === "postgresql")!
+      expect(statement.attributes["db.query.text"]).toMatch(/^INSERT INTO pets/)
+      // Its ancestors lead to the server span.
+      let ancestor = statement
+      while (ancestor.spanId !== serverSpanId) ancestor = byId.get(ancestor.parentSpanId)!
+      expect(ancestor.name).toBe("POST /v1/pets")
     }))
 })
 

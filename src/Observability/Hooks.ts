@@ -4,7 +4,7 @@
  * service pays nothing. This module is small on purpose: the serving pipeline and the repositories import it, and it
  * loads nothing of the exporters.
  */
-import { Context, Effect, type Tracer } from "effect"
+import { Context, Effect, type Scope, type Tracer } from "effect"
 
 /** What the serving pipeline knows of a request when it starts. */
 export interface RequestStart {
@@ -43,11 +43,20 @@ export interface Statement {
   readonly text?: string | undefined
 }
 
+/** A connection pool's state, read when the metrics are read (the `pg` pool's own counters). */
+export interface PoolState {
+  readonly totalCount: number
+  readonly idleCount: number
+  readonly waitingCount: number
+}
+
 export interface ObservabilityHooks {
   /** Starts observing a request: the pipeline calls it once per request, before anything else of the request runs. */
   readonly observeRequest: (request: RequestStart) => RequestObservation
   /** Times a statement (`db_client_operation_duration_seconds`) and, inside a sampled request, makes its child span. */
   readonly observeStatement: <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Reports a connection pool's state (`db_client_connection_*`) for the life of the scope. */
+  readonly observePool: (pool: PoolState, max: number) => Effect.Effect<void, never, Scope.Scope>
 }
 
 export class Observability extends Context.Tag("Observability")<Observability, ObservabilityHooks>() {}

@@ -86,6 +86,26 @@ export const recordStatement = (system: string, operation: string, collection: s
   histogram.unsafeUpdate(seconds, [])
 }
 
+// --------------------------------------------------------------------------------------------------------------- pools
+
+const connections = Metric.gauge("db_client_connection_count", { description: "Connections of the pool, by state" })
+const idleConnections = connections.pipe(Metric.tagged("db_client_connection_state", "idle"))
+const usedConnections = connections.pipe(Metric.tagged("db_client_connection_state", "used"))
+const pendingRequests = Metric.gauge("db_client_connection_pending_requests", {
+  description: "Requests waiting for a connection of the pool"
+})
+const maxConnections = Metric.gauge("db_client_connection_max", { description: "The most connections the pool opens" })
+
+/** Reports the pool's state at each refresh; returns the stop. */
+export const addPool = (pool: { totalCount: number; idleCount: number; waitingCount: number }, max: number) => {
+  maxConnections.unsafeUpdate(max, [])
+  return addCollector(() => {
+    idleConnections.unsafeUpdate(pool.idleCount, [])
+    usedConnections.unsafeUpdate(pool.totalCount - pool.idleCount, [])
+    pendingRequests.unsafeUpdate(pool.waitingCount, [])
+  })
+}
+
 // ------------------------------------------------------------------------------------------------------------- process
 
 const residentMemory = Metric.gauge("process_resident_memory_bytes", { description: "Resident memory size" })

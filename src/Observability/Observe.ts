@@ -4,7 +4,7 @@
  */
 import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
 import type { ObservabilityHooks, RequestObservation, Statement } from "./Hooks.js"
-import { addInFlight, methodLabel, recordRequest, recordStatement } from "./Metrics.js"
+import { addInFlight, addPool, methodLabel, recordRequest, recordStatement } from "./Metrics.js"
 import { remoteParent } from "./Sampler.js"
 import type { SamplingTracer } from "./Tracer.js"
 
@@ -103,5 +103,8 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     ? (statement, effect) => timed(statement, traced(tracer)(statement, effect))
     : (statement, effect) => traced(tracer)(statement, effect)
 
-  return { observeRequest, observeStatement }
+  const observePool: ObservabilityHooks["observePool"] = (pool, max) =>
+    metrics ? Effect.acquireRelease(Effect.sync(() => addPool(pool, max)), (stop) => Effect.sync(stop)) : Effect.void
+
+  return { observeRequest, observeStatement, observePool }
 }
