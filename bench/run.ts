@@ -221,7 +221,9 @@ const main = async () => {
     petstore: base.file,
     raw: copyDb(base.file, join(DATA, "raw.db")),
     logged: copyDb(base.file, join(DATA, "logged.db")),
-    traced: copyDb(base.file, join(DATA, "traced.db"))
+    metered: copyDb(base.file, join(DATA, "metered.db")),
+    traced10: copyDb(base.file, join(DATA, "traced10.db")),
+    traced100: copyDb(base.file, join(DATA, "traced100.db"))
   }
   const key = base.key
 
@@ -238,8 +240,15 @@ const main = async () => {
   const petstore = await start("petstore", "petstore", dbs.petstore, key)
   const raw = await start("raw", "raw", dbs.raw, key)
   const logged = await start("petstore, request log on", "petstore", dbs.logged, key, { LOG_LEVEL: "info" })
-  const traced = await start("petstore, tracing on", "petstore", dbs.traced, key, { TRACING: "on" })
-  const all = [petstore, raw, logged, traced]
+  // Traces go to a local OTLP sink (bench/sink.ts, a process of its own), as they would to a collector.
+  const sinkPort = freePort()
+  const sink = spawn(["bun", join(ROOT, "bench", "sink.ts")], { env: { ...process.env, PORT: String(sinkPort) }, stdout: "ignore", stderr: "inherit" })
+  const otlp = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: "traceidratio" }
+  const metered = await start("petstore, metrics on", "petstore", dbs.metered, key, { METRICS_ADDRESS: `127.0.0.1:${freePort()}` })
+  const traced10 = await start("petstore, tracing 10 %", "petstore", dbs.traced10, key, { ...otlp, OTEL_TRACES_SAMPLER_ARG: "0.1" })
+  const traced100 = await start("petstore, tracing 100 %", "petstore", dbs.traced100, key, { ...otlp, OTEL_TRACES_SAMPLER_ARG: "1" })
+  const variantServers = [logged, metered, traced10, traced100]
+  const all = [petstore, raw, ...variantServers]
   try {
     await Bun.sleep(1000)
     const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -260,8 +269,8 @@ const main = async () => {
           add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
         }
       }
-      // The default request log and tracing, on the list.
-      for (const server of [logged, raw, traced]) {
+      // The default request log, metrics and tracing, on the list, beside petstore without them.
+      for (const server of [petstore, raw, ...variantServers]) {
         add("variants", server.name, wrk(server.origin + SCENARIOS[0].path(PETS), key))
       }
     }
@@ -280,12 +289,24 @@ const main = async () => {
       }
     })
     const rawList = summarize(loads.variants[raw.name])
-    const variants = [logged, traced].map((server) => {
+    const plainList = summarize(loads.variants[petstore.name])
+    const variants = variantServers.map((server) => {
       const load = summarize(loads.variants[server.name])
-      return { variant: server.name, scenario: "list 20", load, raw: rawList, ratio: ratio(load.rps, rawList.rps) }
+      return {
+        variant: server.name,
+        scenario: "list 20",
+        load,
+        raw: rawList,
+        ratio: ratio(load.rps, rawList.rps),
+        // Against petstore without it, in the same rounds.
+        plain: plainList,
+        plainRatio: ratio(load.rps, plainList.rps)
+      }
     })
 
     for (const server of all) await server.stop()
+    sink.kill("SIGTERM")
+    await sink.exited
 
     // Cost as the data grows: the same lists on small and large catalogues.
     const growth: Array<Record<string, unknown>> = []
@@ -368,6 +389,7 @@ const main = async () => {
     console.log(`\nJSON: bench/results/latest.json (${result.seconds} s)`)
   } finally {
     for (const server of all) await server.stop().catch(() => {})
+    sink.kill()
   }
 }
 
@@ -383,6 +405,17 @@ const table = (r: any): string => {
   }
   for (const v of r.variants) {
     lines.push(`| ${v.scenario}, ${v.variant.replace("petstore, ", "")} | ${v.load.rps} | ${v.raw.rps} | ${v.ratio} | ${v.load.p50} / ${v.load.p99} | ${v.raw.p50} / ${v.raw.p99} | ${ratio(v.load.p99, v.raw.p99)} |`)
+  }
+  if (r.variants.length > 0) {
+    const plain = r.variants[0].plain
+    lines.push(
+      "",
+      `| list 20 (same rounds) | req/s | p50 / p99 ms | vs petstore without it (${plain.rps} req/s, ${plain.p50} / ${plain.p99} ms) |`,
+      `|---|---|---|---|`
+    )
+    for (const v of r.variants) {
+      lines.push(`| ${v.variant.replace("petstore, ", "")} | ${v.load.rps} | ${v.load.p50} / ${v.load.p99} | **${v.plainRatio}** |`)
+    }
   }
   lines.push(
     "",

@@ -6,6 +6,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { readFileSync } from "node:fs"
+import { resolve } from "node:path"
 import { getMetricsFromIterator, type PromHistogramData, type PromData, type PromMetrics } from "prom2javascript"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { describePostgres, SQLite } from "./support/backends.js"
@@ -91,6 +93,16 @@ describe("metrics", () => {
         expect(gauge(after, "process_open_fds")).toBeGreaterThan(2)
         expect(gauge(after, "process_start_time_seconds")).toBeGreaterThan(Date.now() / 1000 - 3600)
         expect(metricsType(after, "petstore_event_loop_delay_seconds")).toBeOneOf([undefined, "gauge"])
+
+        // The Grafana dashboard asks for metrics the service has (PostgreSQL's pool and the span counters aside,
+        // which exist only on PostgreSQL and with tracing on).
+        const dashboard = readFileSync(resolve(import.meta.dirname, "../ops/grafana/petstore.json"), "utf8")
+        const asked = new Set(
+          [...dashboard.matchAll(/\b((?:http|db|process|petstore)_[a-z_]+?)(?:_bucket|_count|_sum)?\{/g)].map((m) => m[1])
+        )
+        const elsewhere = /^(db_client_connection|petstore_otel_spans_|petstore_event_loop)/
+        expect([...asked].filter((name) => !(name in after) && !elsewhere.test(name))).toEqual([])
+        expect(asked.size).toBeGreaterThan(8)
       }).pipe(Effect.provide(repositoriesOn(url)), withEnvironment({ METRICS_ADDRESS: `127.0.0.1:${port}` }))
     }))
 
