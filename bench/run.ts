@@ -159,6 +159,35 @@ interface Scenario {
   readonly script?: string
 }
 
+/**
+ * Features on the request path, each measured on a server of its own beside the plain one, on the scenarios it
+ * concerns: the row with it on next to the row without it, in the same rounds.
+ */
+interface Variant {
+  readonly name: string
+  readonly env: Record<string, string>
+  /** Request headers the feature needs to do its work (a browser's Origin for CORS). */
+  readonly headers?: ReadonlyArray<string>
+  readonly scenarios: ReadonlyArray<string>
+}
+
+/** Where the tracing rows export their spans: a local OTLP sink (`bench/sink.ts`), as they would to a collector. */
+const SINK_PORT = freePort()
+const TRACED = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${SINK_PORT}`, OTEL_TRACES_SAMPLER: "traceidratio" }
+
+const VARIANTS: ReadonlyArray<Variant> = [
+  { name: "request log on", env: { LOG_LEVEL: "info" }, scenarios: ["list 20"] },
+  { name: "metrics on", env: { METRICS_ADDRESS: `127.0.0.1:${freePort()}` }, scenarios: ["list 20", "get one"] },
+  { name: "tracing 10 %", env: { ...TRACED, OTEL_TRACES_SAMPLER_ARG: "0.1" }, scenarios: ["list 20", "get one"] },
+  { name: "tracing 100 %", env: { ...TRACED, OTEL_TRACES_SAMPLER_ARG: "1" }, scenarios: ["list 20", "get one"] },
+  {
+    name: "CORS on (CORS_ORIGINS set, requests with Origin)",
+    env: { CORS_ORIGINS: "https://app.example.com" },
+    headers: ["Origin: https://app.example.com"],
+    scenarios: ["list 20", "filtered list, deep cursor", "get one", "create"]
+  }
+]
+
 const SCENARIOS: ReadonlyArray<Scenario> = [
   { name: "list 20", path: () => "/v1/pets" },
   { name: "filtered list, deep cursor", path: (pets) => `/v1/pets?status=pending&after=${Math.floor(pets * 0.9)}` },
@@ -180,8 +209,9 @@ const millis = (text: string): number => {
   return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : match[2] === "s" ? value * 1000 : value * 60_000
 }
 
-const wrk = (url: string, key: string, script?: string, seconds = DURATION): Load => {
+const wrk = (url: string, key: string, script?: string, seconds = DURATION, headers: ReadonlyArray<string> = []): Load => {
   const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `Authorization: Bearer ${key}`]
+  for (const header of headers) args.push("-H", header)
   if (script !== undefined) args.push("-s", script)
   const out = run([...args, url])
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN)
@@ -219,11 +249,7 @@ const main = async () => {
   const base = seed("bench", PETS)
   const dbs = {
     petstore: base.file,
-    raw: copyDb(base.file, join(DATA, "raw.db")),
-    logged: copyDb(base.file, join(DATA, "logged.db")),
-    metered: copyDb(base.file, join(DATA, "metered.db")),
-    traced10: copyDb(base.file, join(DATA, "traced10.db")),
-    traced100: copyDb(base.file, join(DATA, "traced100.db"))
+    raw: copyDb(base.file, join(DATA, "raw.db"))
   }
   const key = base.key
 
@@ -239,16 +265,17 @@ const main = async () => {
 
   const petstore = await start("petstore", "petstore", dbs.petstore, key)
   const raw = await start("raw", "raw", dbs.raw, key)
-  const logged = await start("petstore, request log on", "petstore", dbs.logged, key, { LOG_LEVEL: "info" })
-  // Traces go to a local OTLP sink (bench/sink.ts, a process of its own), as they would to a collector.
-  const sinkPort = freePort()
-  const sink = spawn(["bun", join(ROOT, "bench", "sink.ts")], { env: { ...process.env, PORT: String(sinkPort) }, stdout: "ignore", stderr: "inherit" })
-  const otlp = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: "traceidratio" }
-  const metered = await start("petstore, metrics on", "petstore", dbs.metered, key, { METRICS_ADDRESS: `127.0.0.1:${freePort()}` })
-  const traced10 = await start("petstore, tracing 10 %", "petstore", dbs.traced10, key, { ...otlp, OTEL_TRACES_SAMPLER_ARG: "0.1" })
-  const traced100 = await start("petstore, tracing 100 %", "petstore", dbs.traced100, key, { ...otlp, OTEL_TRACES_SAMPLER_ARG: "1" })
-  const variantServers = [logged, metered, traced10, traced100]
-  const all = [petstore, raw, ...variantServers]
+  const sink = spawn(["bun", join(ROOT, "bench", "sink.ts")], {
+    env: { ...process.env, PORT: String(SINK_PORT) },
+    stdout: "ignore",
+    stderr: "inherit"
+  })
+  const variantServers = new Map<Variant, Server>()
+  for (const variant of VARIANTS) {
+    const db = copyDb(base.file, join(DATA, `variant-${variantServers.size}.db`))
+    variantServers.set(variant, await start(variant.name, "petstore", db, key, variant.env))
+  }
+  const all = [petstore, raw, ...variantServers.values()]
   try {
     await Bun.sleep(1000)
     const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -269,9 +296,10 @@ const main = async () => {
           add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
         }
       }
-      // The default request log, metrics and tracing, on the list, beside petstore without them.
-      for (const server of [petstore, raw, ...variantServers]) {
-        add("variants", server.name, wrk(server.origin + SCENARIOS[0].path(PETS), key))
+      for (const [variant, server] of variantServers) {
+        for (const scenario of SCENARIOS.filter((s) => variant.scenarios.includes(s.name))) {
+          add(`${scenario.name} / ${variant.name}`, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script, DURATION, variant.headers))
+        }
       }
     }
     const afterLoad = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -288,21 +316,21 @@ const main = async () => {
         p99Ratio: ratio(a.p99, b.p99)
       }
     })
-    const rawList = summarize(loads.variants[raw.name])
-    const plainList = summarize(loads.variants[petstore.name])
-    const variants = variantServers.map((server) => {
-      const load = summarize(loads.variants[server.name])
-      return {
-        variant: server.name,
-        scenario: "list 20",
-        load,
-        raw: rawList,
-        ratio: ratio(load.rps, rawList.rps),
-        // Against petstore without it, in the same rounds.
-        plain: plainList,
-        plainRatio: ratio(load.rps, plainList.rps)
-      }
-    })
+    const variants = [...variantServers].flatMap(([variant, server]) =>
+      SCENARIOS.filter((s) => variant.scenarios.includes(s.name)).map((scenario) => {
+        const load = summarize(loads[`${scenario.name} / ${variant.name}`][server.name])
+        const plain = summarize(loads[scenario.name][petstore.name])
+        const rawLoad = summarize(loads[scenario.name][raw.name])
+        return {
+          variant: variant.name,
+          scenario: scenario.name,
+          load,
+          raw: rawLoad,
+          ratio: ratio(load.rps, rawLoad.rps),
+          toPlain: ratio(load.rps, plain.rps)
+        }
+      })
+    )
 
     for (const server of all) await server.stop()
     sink.kill("SIGTERM")
@@ -403,19 +431,9 @@ const table = (r: any): string => {
       `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
     )
   }
+  lines.push("", `| with a feature on | req/s | ratio to raw | ratio to the plain row | p50 / p99 ms |`, `|---|---|---|---|---|`)
   for (const v of r.variants) {
-    lines.push(`| ${v.scenario}, ${v.variant.replace("petstore, ", "")} | ${v.load.rps} | ${v.raw.rps} | ${v.ratio} | ${v.load.p50} / ${v.load.p99} | ${v.raw.p50} / ${v.raw.p99} | ${ratio(v.load.p99, v.raw.p99)} |`)
-  }
-  if (r.variants.length > 0) {
-    const plain = r.variants[0].plain
-    lines.push(
-      "",
-      `| list 20 (same rounds) | req/s | p50 / p99 ms | vs petstore without it (${plain.rps} req/s, ${plain.p50} / ${plain.p99} ms) |`,
-      `|---|---|---|---|`
-    )
-    for (const v of r.variants) {
-      lines.push(`| ${v.variant.replace("petstore, ", "")} | ${v.load.rps} | ${v.load.p50} / ${v.load.p99} | **${v.plainRatio}** |`)
-    }
+    lines.push(`| ${v.scenario}, ${v.variant} | ${v.load.rps} | ${v.ratio} | **${v.toPlain}** | ${v.load.p50} / ${v.load.p99} |`)
   }
   lines.push(
     "",

@@ -1,94 +1,141 @@
 /**
- * Where the layers meet the server: the API's handlers and security, the server's own routes, the two rings of
- * middleware, the repositories, and Bun's listener with its graceful drain.
+ * Where the layers meet the server: the API's declaration and its implementations (handlers, middleware), the
+ * server's own routes, and the function that answers every request (`Serving/Server.ts`), with its pipeline derived
+ * from the declaration.
  */
-import { type HttpApi, HttpApiBuilder, HttpApp, type HttpRouter, HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, Option, Runtime, RuntimeFlags } from "effect"
+import { HttpApi, HttpApiBuilder, HttpApp, type HttpRouter, HttpServer } from "@effect/platform"
+import { Context, Effect, FiberRef, HashMap, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
 import { type Servers, ServedApi } from "./Api.js"
-import { Authorization } from "./Auth/Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
-import { AuthorizationLive, BearerCheck, CHALLENGE_HEADERS } from "./Auth/Http.js"
-import { type Dispatcher, type Implementations, makeDispatcher, withoutRoutes } from "./Dispatch.js"
-import { Unauthorized } from "./Domain/Errors.js"
+import { AuthorizationLive, BearerCheck } from "./Auth/Http.js"
 import { RequestLog } from "./Logging.js"
-import { makeApiMiddleware, makeServerMiddleware } from "./Middleware.js"
-import { Deprecation } from "./Pets/Api.js"
-import { DEPRECATION_HEADERS, DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
+import { DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
 import { PetsRepo } from "./Pets/Repo.js"
-import { DocsLive, SYSTEM_PATHS, SystemRoutesLive } from "./System.js"
+import { appErrors } from "./Serving/AppErrors.js"
+import { makeCors } from "./Serving/Cors.js"
+import { deriveRoutes } from "./Serving/Derive.js"
+import { ApiHandlers, apiHandlers } from "./Serving/Handlers.js"
+import { makePipeline } from "./Serving/Pipeline.js"
+import { makeRequestLogger } from "./Serving/RequestLog.js"
+import { makeRouteTable } from "./Serving/RouteTable.js"
+import { type AppAnswer, makeServer, type Server, type Target } from "./Serving/Server.js"
+import { DocsLive, SystemRoutesLive } from "./System.js"
 
 export const ApiLive = HttpApiBuilder.api(ServedApi).pipe(
   Layer.provide(PetsHttpLive),
   Layer.provide([AuthorizationLive, DeprecationLive])
 )
 
-/**
- * What the dispatcher's direct routes need beside the declaration: the same handlers and the same bearer check the
- * HttpApi app runs, and what the `Deprecation` middleware and a 401 add to an answer.
- */
-export class DirectRoutes extends Context.Tag("Http/DirectRoutes")<DirectRoutes, Implementations>() {}
-
-export const DirectRoutesLive = Layer.effect(
-  DirectRoutes,
-  Effect.gen(function*() {
-    const pets = yield* PetsHandlers
-    const bearer = yield* BearerCheck
-    return {
-      handlers: { pets },
-      security: new Map([[Authorization, bearer.check]]),
-      headers: new Map([[Deprecation, DEPRECATION_HEADERS]]),
-      errorHeaders: (error) => (error instanceof Unauthorized ? CHALLENGE_HEADERS : undefined)
-    } satisfies Implementations
-  })
-)
+/** The same handlers, by group, for the pipeline. */
+export const ApiHandlersLive = Layer.effect(ApiHandlers, Effect.map(PetsHandlers, (pets) => apiHandlers(ServedApi, { pets })))
 
 /** Everything that answers requests, given the repositories, the lifecycle and a SQL client. */
 export const RoutesLive = (servers: Servers) =>
-  Layer.mergeAll(
-    ApiLive,
-    DirectRoutesLive,
-    SystemRoutesLive(servers),
-    DocsLive(servers),
-    HttpApiBuilder.middleware(makeApiMiddleware(SYSTEM_PATHS))
-  ).pipe(Layer.provideMerge(Layer.mergeAll(PetsHandlers.Default, BearerCheck.Default)))
+  Layer.mergeAll(ApiLive, ApiHandlersLive, SystemRoutesLive(servers), DocsLive(servers)).pipe(
+    Layer.provideMerge(Layer.mergeAll(PetsHandlers.Default, BearerCheck.Default))
+  )
 
 export interface AppOptions {
   readonly servers: Servers
   readonly corsOrigins: Option.Option<ReadonlyArray<string>>
 }
 
-/**
- * The function that answers every request: what Bun serves in production and what the tests call in-process. It is
- * the dispatcher of `Dispatch.ts`: the direct routes derived from the API declaration, in front of the HttpApi app.
- */
-export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, Dispatcher>() {}
+/** The function that answers every request: what Bun serves in production and what the tests call in-process. */
+export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, Server>() {}
+
+/** The request id and, once the app is done, the log annotations of a request the HttpApi app serves. */
+interface AppRequest {
+  readonly requestId: string
+  annotations: HashMap.HashMap<string, unknown>
+}
+const AppRequest = Context.GenericTag<AppRequest>("Http/AppRequest")
+
+/** The app's fiber logs with the request's id, and hands back its log annotations (the key id among them). */
+const annotated = <E, R>(app: HttpApp.Default<E, R>) =>
+  Effect.flatMap(AppRequest, (state) =>
+    Effect.zipRight(
+      FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("requestId", state.requestId)),
+      Effect.ensuring(
+        app,
+        Effect.map(FiberRef.get(FiberRef.currentLogAnnotations), (annotations) => {
+          state.annotations = annotations
+        })
+      )
+    ))
 
 /** The web handler of the given routes (repositories, lifecycle and SQL client still to be provided). */
 export const webHandlerFrom = <E, R>(
-  routes: Layer.Layer<HttpApi.Api | DirectRoutes, E, R>,
+  routes: Layer.Layer<HttpApi.Api | ApiHandlers, E, R>,
   options: Pick<AppOptions, "corsOrigins"> & {
-    /** `false`: the HttpApi app alone, without the direct routes (for tests comparing the two). */
-    readonly directRoutes?: boolean
+    /** `false`: every endpoint served by the HttpApi app instead of the pipeline (for tests comparing the two). */
+    readonly pipeline?: boolean
   }
 ) =>
   Layer.effect(
     WebHandler,
     Effect.gen(function*() {
-      const app = yield* HttpApiBuilder.httpApp
+      const { api, context } = yield* HttpApi.Api
+      const derived = deriveRoutes(api as unknown as HttpApi.HttpApi.AnyWithProps, yield* ApiHandlers, context)
+      for (const { endpoint, reason } of derived.unserved) {
+        yield* Effect.logWarning("endpoint served by the HttpApi app: the pipeline cannot serve it").pipe(
+          Effect.annotateLogs({ endpoint, reason })
+        )
+      }
+      const router = yield* HttpApiBuilder.Router.router
       // Effect's own fiber metrics (started, active, lifetimes) are exported nowhere here; counting them costs every request.
       const runtime = Runtime.disableRuntimeFlag(
         yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>(),
         RuntimeFlags.RuntimeMetrics
       )
-      const fallback = HttpApp.toWebHandlerRuntime(runtime)(makeServerMiddleware(options)(app))
-      // With CORS on, every answer goes through the HttpApp's CORS middleware.
-      if (Option.isSome(options.corsOrigins) || options.directRoutes === false) return withoutRoutes(fallback)
-      return makeDispatcher({
-        api: ServedApi,
-        implementations: yield* DirectRoutes,
-        fallback,
-        runtime: runtime as Runtime.Runtime<never>,
-        requestLog: Option.getOrUndefined(yield* Effect.serviceOption(RequestLog))
+
+      const endpointTargets = derived.routes.map((route) => ({
+        method: route.method,
+        path: route.path,
+        target: {
+          _tag: "Endpoint",
+          route,
+          headerNames: Option.match(api.groups[route.group]!.endpoints[route.name]!.headersSchema, {
+            onNone: () => [],
+            onSome: (schema) => headerNamesOf(schema)
+          })
+        } as Target
+      }))
+      // The declared endpoints first; the app's router adds the server's own routes (and what the pipeline could not derive).
+      const table = makeRouteTable([
+        ...endpointTargets,
+        ...[...router.routes].map((route) => ({ method: route.method, path: route.path, target: { _tag: "App" } as Target }))
+      ])
+      const declaredErrors = Schema.is(Schema.Union(...derived.routes.flatMap((route) => route.failures.map((f) => f.schema))))
+      // The app's own failures answered the pipeline's way, inside the app (before its encoder of declared errors).
+      const middleware = yield* HttpApiBuilder.Middleware
+      yield* middleware.add(appErrors({
+        isDeclared: declaredErrors,
+        declaredHeaders: (method, path) => {
+          const target = table.match(path)?.entry.targets.get(method)
+          return target?._tag === "Endpoint" ? target.headerNames : []
+        }
+      }))
+      const app = HttpApp.toWebHandlerRuntime(runtime)(
+        // `AppRequest` is in the context each request is served with (`serveByApp`).
+        annotated(yield* HttpApiBuilder.httpApp) as HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
+      )
+      const serveByApp = (request: Request, requestId: string): Promise<AppAnswer> => {
+        const state: AppRequest = { requestId, annotations: HashMap.empty() }
+        return app(request, Context.make(AppRequest, state)).then((response) => ({ response, annotations: state.annotations }))
+      }
+      const pipeline = makePipeline(runtime as Runtime.Runtime<never>, derived.routes)
+      return makeServer({
+        table,
+        serveEndpoint: options.pipeline === false
+          ? (_route, input) =>
+            serveByApp(
+              new Request(input.request.url, { method: input.request.method, headers: input.request.headers, body: input.body?.text ?? null }),
+              input.requestId
+            )
+          : pipeline,
+        app: serveByApp,
+        cors: Option.getOrUndefined(Option.map(options.corsOrigins, makeCors)),
+        log: makeRequestLogger(runtime as Runtime.Runtime<never>, Option.getOrUndefined(yield* Effect.serviceOption(RequestLog)))
       })
     })
   ).pipe(
@@ -96,7 +143,13 @@ export const webHandlerFrom = <E, R>(
     Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer, HttpServer.layerContext])
   )
 
+/** The names of the headers a headers schema declares (lower case, as HttpApi reads them). */
+const headerNamesOf = (schema: Schema.Schema.Any): ReadonlyArray<string> => {
+  let ast = schema.ast
+  while (ast._tag === "Transformation" || ast._tag === "Refinement") ast = ast.from
+  return ast._tag === "TypeLiteral" ? ast.propertySignatures.map((p) => String(p.name).toLowerCase()) : []
+}
+
 /** The web handler of the whole application; needs the lifecycle and a SQL client. */
 export const WebHandlerLive = (options: AppOptions) =>
   webHandlerFrom(RoutesLive(options.servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), options)
-

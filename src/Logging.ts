@@ -2,7 +2,7 @@
  * The Effect logger, configured by `LOG_FORMAT` (json lines, or pretty on a terminal) and `LOG_LEVEL`.
  * The server logs to stdout; the other commands log to stderr, so their stdout carries only their output.
  */
-import { Context, Effect, Layer, Logger } from "effect"
+import { Context, Effect, type HashMap, Layer, Logger } from "effect"
 import { writeSync } from "node:fs"
 import { LogFormatConfig, LogLevelConfig } from "./Config.js"
 
@@ -36,19 +36,14 @@ const stdoutLines = (() => {
 })()
 
 export interface RequestLogFields {
-  readonly requestId: string
   readonly method: string
   readonly path: string
   readonly status: number
   readonly durationMs: number
-  readonly keyId: string | undefined
-  readonly fiberId: number
-  /** The request's trace and server span, when it is sampled. */
-  readonly traceId?: string | undefined
-  readonly spanId?: string | undefined
 }
 
-export type RequestLogWriter = (fields: RequestLogFields) => void
+/** Writes a request's line: its fields, after the log annotations of the request (its request id, its key id, …). */
+export type RequestLogWriter = (fields: RequestLogFields, annotations: HashMap.HashMap<string, unknown>) => void
 
 /**
  * The one `request` line of a request, written without going through the Effect logger: the same JSON line
@@ -57,14 +52,15 @@ export type RequestLogWriter = (fields: RequestLogFields) => void
  */
 export class RequestLog extends Context.Tag("Logging/RequestLog")<RequestLog, RequestLogWriter>() {}
 
-const writeRequestLine: RequestLogWriter = (fields) =>
+const writeRequestLine: RequestLogWriter = (fields, annotations) => {
+  let annotated = ""
+  for (const [name, value] of annotations) annotated += `${JSON.stringify(name)}:${JSON.stringify(value)},`
   stdoutLines(
-    `{"message":"request","logLevel":"INFO","timestamp":"${new Date().toISOString()}","annotations":{"requestId":${
-      JSON.stringify(fields.requestId)
-    },"method":${JSON.stringify(fields.method)},"path":${JSON.stringify(fields.path)},"status":${fields.status},"durationMs":${fields.durationMs}${
-      fields.keyId === undefined ? "" : `,"keyId":${JSON.stringify(fields.keyId)}`
-    }${fields.traceId === undefined ? "" : `,"traceId":"${fields.traceId}","spanId":"${fields.spanId}"`}},"spans":{},"fiberId":"#${fields.fiberId}"}`
+    `{"message":"request","logLevel":"INFO","timestamp":"${new Date().toISOString()}","annotations":{${annotated}"method":${
+      JSON.stringify(fields.method)
+    },"path":${JSON.stringify(fields.path)},"status":${fields.status},"durationMs":${fields.durationMs}},"spans":{}}`
   )
+}
 
 export const LoggingLive = (target: "stdout" | "stderr") =>
   Layer.unwrapEffect(Effect.gen(function*() {

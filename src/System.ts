@@ -6,9 +6,10 @@ import { SqlClient } from "@effect/sql"
 import { Chunk, Context, Effect, Layer, Option } from "effect"
 import { documentedApi, openApiDocument, type Servers } from "./Api.js"
 import { Lifecycle } from "./Lifecycle.js"
-import { errorResponse } from "./Middleware.js"
+import { errorBody } from "./Domain/Errors.js"
 
-export const SYSTEM_PATHS = ["/healthz", "/readyz", "/openapi.json", "/docs"] as const
+const unavailable = (message: string) =>
+  HttpServerResponse.unsafeJson(errorBody(503, "unavailable", message), { status: 503 })
 
 const READY_TIMEOUT = "2 seconds"
 
@@ -21,7 +22,7 @@ export const SystemRoutesLive = (servers: Servers) =>
 
       /** Ready while serving and while the database answers (a read of the catalogue) within READY_TIMEOUT. */
       const readiness = Effect.if(lifecycle.draining, {
-        onTrue: () => Effect.succeed(errorResponse(503, "unavailable", "The server is shutting down.")),
+        onTrue: () => Effect.succeed(unavailable("The server is shutting down.")),
         onFalse: () =>
           sql`SELECT 1 FROM pets LIMIT 1`.pipe(
             // The answer does not wait for an unanswered query to be cancelled: that happens in the background.
@@ -31,7 +32,7 @@ export const SystemRoutesLive = (servers: Servers) =>
             Effect.catchAll((error) =>
               Effect.as(
                 Effect.logWarning("readiness check failed", error),
-                errorResponse(503, "unavailable", "The database does not answer.")
+                unavailable("The database does not answer.")
               )
             )
           )

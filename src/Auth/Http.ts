@@ -2,12 +2,12 @@
  * The bearer check behind `Authorization`: the scheme is matched case-insensitively, the key looked up by the id it
  * carries and compared by hash in constant time. A refusal is a 401 with `WWW-Authenticate: Bearer`.
  */
-import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, FiberRef, Layer, Option, Redacted } from "effect"
+import { HttpServerRequest } from "@effect/platform"
+import { Effect, FiberRef, HashMap, Layer, Option, Redacted } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
 import { type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
 import { orUnavailable } from "../Unavailable.js"
-import { currentKeyId } from "../Middleware.js"
+import { addResponseHeaders } from "../ResponseHeaders.js"
 import { Authorization } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
 
@@ -22,13 +22,18 @@ export const bearerToken = (header: string | undefined): Option.Option<Redacted.
 /** The challenge every 401 carries (RFC 6750). */
 export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": "Bearer realm=\"petstore\"" }
 
-const challenge = HttpApp.appendPreResponseHandler((_request, response) =>
-  Effect.succeed(HttpServerResponse.setHeaders(response, CHALLENGE_HEADERS))
-)
+const challenge = addResponseHeaders(CHALLENGE_HEADERS)
+
+/**
+ * The key id that authenticated, as a log annotation of the rest of the request: its log lines and its `request` line
+ * carry it (never the key). Set in the request's own fiber, for the rest of the request.
+ */
+const annotateKeyId = (id: string) =>
+  FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("keyId", id))
 
 /**
  * The bearer check itself, given the request's `Authorization` header: the same code whichever path serves the
- * request (the HttpApi app, or the routes derived from it in `Dispatch.ts`).
+ * request (the HttpApi app, or the pipeline derived from the same declaration).
  */
 export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck", {
   effect: Effect.map(ApiKeys, (keys) => ({
@@ -56,7 +61,7 @@ export const AuthorizationLive = Layer.effect(
       bearerAuth: () =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => check(request.headers.authorization)).pipe(
           Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
-          Effect.tap((key) => FiberRef.set(currentKeyId, key.id))
+          Effect.tap((key) => annotateKeyId(key.id))
         )
     })
   })

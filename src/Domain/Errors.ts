@@ -31,6 +31,7 @@ export type ErrorCode =
   | "uri_too_long"
   | "internal_error"
   | "unavailable"
+  | "invalid_header"
 
 const fields = { code: Schema.String, message: Schema.String }
 

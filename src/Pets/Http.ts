@@ -1,21 +1,20 @@
 /**
- * The catalogue's handlers: each takes the decoded request, asks the repository, and sets the headers the contract
- * gives the answer (`Location`, `Link`, deprecation headers).
+ * The catalogue's handlers: each takes the decoded request, asks the repository, and adds the headers the contract
+ * gives the answer (`Location`, `Link`, the deprecation headers). Typed by the declaration (`GroupHandlers`); the
+ * HttpApi app (`PetsHttpLive`) and the request pipeline call these same functions.
  */
-import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { BASE_PATH, ServedApi } from "../Api.js"
-import type { Answer } from "../Dispatch.js"
-import { NotFound, type Unavailable } from "../Domain/Errors.js"
+import { NotFound } from "../Domain/Errors.js"
+import { LIMIT_DEFAULT, type ListPetsQuery, type Pet } from "../Domain/Pet.js"
+import { addResponseHeaders } from "../ResponseHeaders.js"
+import type { GroupHandlers } from "../Serving/Handlers.js"
 import { orUnavailable } from "../Unavailable.js"
-import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet, type PetId } from "../Domain/Pet.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
 import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
-
-const setHeaders = (headers: Record<string, string>) =>
-  HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
 
 /** The `Link` to the page after `last`, keeping the query's limit and status filter. */
 export const nextPageLink = (query: ListPetsQuery & { readonly limit: number }, last: Pet): string => {
@@ -25,48 +24,38 @@ export const nextPageLink = (query: ListPetsQuery & { readonly limit: number }, 
   return `<${PETS_PATH}?${params}>; rel="next"`
 }
 
-/**
- * The catalogue's handlers, written once. Both serving paths call these same functions with the decoded request:
- * the HttpApi app (`PetsHttpLive` below) and the routes derived from the same declaration (`Dispatch.ts`).
- */
 export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers", {
-  effect: Effect.map(PetsRepo, (repo) => ({
-    listPets: ({ urlParams }: { readonly urlParams: ListPetsQuery }): Effect.Effect<Answer<ReadonlyArray<Pet>>, Unavailable> => {
+  effect: Effect.map(PetsRepo, (repo): GroupHandlers<typeof ServedApi, "pets"> => ({
+    listPets: ({ urlParams }) => {
       const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
       return repo.list(query).pipe(
         orUnavailable,
-        Effect.map((page) => ({
-          value: page.pets,
-          headers: page.more ? { link: nextPageLink(query, page.pets.at(-1)!) } : undefined
-        }))
+        Effect.tap((page) => page.more ? addResponseHeaders({ link: nextPageLink(query, page.pets.at(-1)!) }) : Effect.void),
+        Effect.map((page) => page.pets)
       )
     },
-    createPet: ({ payload }: { readonly payload: NewPet }): Effect.Effect<Answer<Pet>, Unavailable> =>
+    createPet: ({ payload }) =>
       repo.create(payload).pipe(
         orUnavailable,
-        Effect.map((pet) => ({ value: pet, headers: { location: `${PETS_PATH}/${pet.id}` } }))
+        Effect.tap((pet) => addResponseHeaders({ location: `${PETS_PATH}/${pet.id}` }))
       ),
-    getPet: ({ path }: { readonly path: { readonly petId: PetId } }): Effect.Effect<Answer<Pet>, Unavailable | NotFound> =>
+    getPet: ({ path }) =>
       repo.findById(path.petId).pipe(
         orUnavailable,
         Effect.flatMap(Option.match({
           onNone: () => Effect.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
-          onSome: (pet) => Effect.succeed({ value: pet })
+          onSome: Effect.succeed
         }))
       )
   }))
 }) {}
 
-/** An answer in the HttpApi app: its headers through a pre-response handler, its value to the endpoint's encoder. */
-const answered = <A, E>(answer: Effect.Effect<Answer<A>, E>) =>
-  Effect.flatMap(answer, ({ headers, value }) => headers === undefined ? Effect.succeed(value) : Effect.as(setHeaders(headers), value))
-
 export const PetsHttpLive = HttpApiBuilder.group(ServedApi, "pets", (handlers) =>
   Effect.map(PetsHandlers, (pets) =>
     handlers
-      .handle("listPets", (request) => answered(pets.listPets(request)))
-      .handle("createPet", (request) => answered(pets.createPet(request)))
-      .handle("getPet", (request) => answered(pets.getPet(request)))))
+      .handle("listPets", pets.listPets)
+      .handle("createPet", pets.createPet)
+      .handle("getPet", pets.getPet)))
 
 /** The headers of every getPet answer (the `Deprecation` middleware). */
 export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
@@ -76,4 +65,4 @@ export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
 }
 
 /** Every answer of getPet, whatever its status, announces the deprecation. */
-export const DeprecationLive = Layer.succeed(Deprecation, setHeaders(DEPRECATION_HEADERS))
+export const DeprecationLive = Layer.succeed(Deprecation, addResponseHeaders(DEPRECATION_HEADERS))

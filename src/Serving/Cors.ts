@@ -1,0 +1,63 @@
+/**
+ * CORS (the Fetch standard's protocol), on when `CORS_ORIGINS` is set: a preflight to a served path is answered
+ * without a key, with the methods the route table gives that path; every other answer to an allowed origin names it
+ * and exposes the headers a client reads. An origin that is not allowed gets answers without CORS headers (the
+ * browser then withholds them from the page).
+ */
+
+/** The response headers a browser client may read. */
+const EXPOSED_HEADERS = [
+  "link",
+  "location",
+  "x-request-id",
+  "deprecation",
+  "sunset",
+  "www-authenticate",
+  "allow",
+  "retry-after"
+].join(", ")
+
+/** The request headers a page may send besides the CORS-safelisted ones. */
+const ALLOWED_HEADERS = ["authorization", "content-type", "x-request-id"]
+
+const MAX_AGE_SECONDS = "600"
+
+export interface Cors {
+  /** The headers every answer to this origin carries (none for an origin that is not allowed). */
+  readonly headersFor: (origin: string | null) => Readonly<Record<string, string>> | undefined
+  /** Whether the request is a preflight. */
+  readonly isPreflight: (method: string, headers: Headers) => boolean
+  /** The headers of the 204 answering a preflight to a path that answers these methods and declares these headers. */
+  readonly preflightHeaders: (
+    origin: string | null,
+    methods: ReadonlyArray<string>,
+    declaredHeaders: ReadonlyArray<string>
+  ) => Readonly<Record<string, string>> | undefined
+}
+
+/** CORS for these origins (`["*"]`: any origin, without credentials). */
+export const makeCors = (origins: ReadonlyArray<string>): Cors => {
+  const any = origins.includes("*")
+  const allowed = new Set(origins)
+  const headersFor = (origin: string | null) => {
+    if (origin === null) return undefined
+    if (any) return { "access-control-allow-origin": "*", "access-control-expose-headers": EXPOSED_HEADERS }
+    if (!allowed.has(origin)) return undefined
+    return { "access-control-allow-origin": origin, "access-control-expose-headers": EXPOSED_HEADERS, vary: "Origin" }
+  }
+  return {
+    headersFor,
+    isPreflight: (method, headers) =>
+      method === "OPTIONS" && headers.has("origin") && headers.has("access-control-request-method"),
+    preflightHeaders: (origin, methods, declaredHeaders) => {
+      const base = headersFor(origin)
+      if (base === undefined) return undefined
+      return {
+        ...base,
+        "access-control-allow-methods": methods.join(", "),
+        "access-control-allow-headers": [...new Set([...ALLOWED_HEADERS, ...declaredHeaders])].join(", "),
+        "access-control-max-age": MAX_AGE_SECONDS
+      }
+    }
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * The gate every request passes before anything else runs (before authentication, before any decoding): limits on its
+ * head, the form of its target, and its body. One set of rules, whichever way the request is then served.
+ *
+ * Bodies: only a method that takes one may send one (RFC 9110 §9.3.1: content in a GET has no meaning, and ignoring it
+ * is how requests get smuggled); it is `application/json` in UTF-8, at most `MAX_BODY_BYTES` (a declared length past it
+ * is refused unread, a body of unknown length once the limit is passed, never read further), and JSON that
+ * `JsonBody.readJsonBody` accepts.
+ */
+import { isJsonMediaType, readJsonBody } from "../JsonBody.js"
+import * as Refusals from "./Refusals.js"
+import { targetStart } from "./Url.js"
+
+/** What the gate needs of a request's headers (the web `Headers`, or a view of the platform's). */
+export interface HeaderView {
+  get(name: string): string | null
+}
+
+/** Which limit a request's head passes, if any: 414 for its target (path and query), 431 for its headers. */
+export const headRefusal = (
+  url: string,
+  headers: Iterable<readonly [string, string]>
+): Refusals.Refusal | undefined => {
+  if (url.length - targetStart(url) > Refusals.MAX_URL_LENGTH) return Refusals.uriTooLong
+  let size = 0
+  for (const [name, value] of headers) size += name.length + value.length + 4
+  return size > Refusals.MAX_HEADER_BYTES ? Refusals.headerTooLarge : undefined
+}
+
+/**
+ * RFC 9112 §3.2: a request target has no fragment. Bun keeps one in the URL; a query parser would read it into a
+ * value, a router would drop it.
+ */
+export const targetRefusal = (url: string): Refusals.Refusal | undefined =>
+  url.includes("#") ? Refusals.fragment : undefined
+
+/** Whether the method may carry a body. */
+export const takesBody = (method: string) => method !== "GET" && method !== "HEAD" && method !== "OPTIONS"
+
+/**
+ * What to do with the body, from the head alone: nothing (there is none), read it, or refuse the request unread.
+ */
+export const bodyPlan = (method: string, headers: HeaderView): "none" | "read" | Refusals.Refusal => {
+  const length = headers.get("content-length")
+  const chunked = headers.get("transfer-encoding") !== null
+  if (!takesBody(method)) return Number(length ?? 0) > 0 || chunked ? Refusals.bodyOnMethod(method) : "none"
+  if (length !== null && Number(length) > Refusals.MAX_BODY_BYTES) return Refusals.payloadTooLarge
+  if (!isJsonMediaType(headers.get("content-type") ?? undefined) && Number(length ?? 0) > 0) {
+    return Refusals.unsupportedMediaType
+  }
+  return "read"
+}
+
+/**
+ * The body's bytes, read up to the limit and never further (a refusal past it, or when the client goes away before the
+ * body arrives: the answer then reaches no one, but the promise settles).
+ */
+export const readBody = async (request: Request): Promise<Uint8Array | Refusals.Refusal> => {
+  if (request.body === null) return new Uint8Array(0)
+  const chunks: Array<Uint8Array> = []
+  let size = 0
+  try {
+    for await (const chunk of request.body) {
+      size += chunk.byteLength
+      if (size > Refusals.MAX_BODY_BYTES) {
+        await request.body.cancel().catch(() => {})
+        return Refusals.payloadTooLarge
+      }
+      chunks.push(chunk)
+    }
+  } catch {
+    return Refusals.unreadableBody
+  }
+  if (chunks.length === 1) return chunks[0]
+  const bytes = new Uint8Array(size)
+  let at = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, at)
+    at += chunk.byteLength
+  }
+  return bytes
+}
+
+/** A body that was read: JSON the API may decode (its text and value). */
+export interface ReadBody {
+  readonly text: string
+  readonly json: unknown
+}
+
+/** The body as JSON the API may decode, or the refusal (an empty body is not JSON either). */
+export const checkBody = (bytes: Uint8Array, headers: HeaderView): ReadBody | Refusals.Refusal => {
+  if (bytes.byteLength > 0 && !isJsonMediaType(headers.get("content-type") ?? undefined)) {
+    return Refusals.unsupportedMediaType
+  }
+  const read = readJsonBody(bytes)
+  return "problem" in read ? Refusals.invalidJson(read.problem) : read
+}
+
+export const isRefusal = (u: unknown): u is Refusals.Refusal =>
+  typeof u === "object" && u !== null && "code" in u && "status" in u && !(u instanceof Uint8Array)

@@ -1,0 +1,97 @@
+/**
+ * The answers the server gives itself, before or around the API's handlers: a request it refuses (a limit, a target, a
+ * body, a failed decode, an unknown path or method), an unexpected failure, an interrupted request. One home for their
+ * statuses, codes and texts, whichever path serves the request.
+ */
+import type { ParseResult } from "effect"
+import { type ErrorCode, errorBody } from "../Domain/Errors.js"
+
+export interface Refusal {
+  readonly status: number
+  readonly code: ErrorCode
+  readonly message: string
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
+
+const refusal = (
+  status: number,
+  code: ErrorCode,
+  message: string,
+  headers?: Readonly<Record<string, string>>
+): Refusal => ({ status, code, message, headers })
+
+/** The JSON body of a refusal: the interface's `Error` object. */
+export const refusalBody = (refused: Refusal): string => JSON.stringify(errorBody(refused.status, refused.code, refused.message))
+
+export const MAX_BODY_BYTES = 64 * 1024
+/**
+ * The longest request target (path and query) answered: RFC 9112 §3 asks for at least 8000 octets, and the longest
+ * URL the API builds is under 100. Longer ones are 414 up to Bun's own limit of 16 KiB for the request line and the
+ * headers together, past which Bun answers 431 before the application runs.
+ */
+export const MAX_URL_LENGTH = 8 * 1024
+/** The headers' limit, below Bun's own (16 KiB with the request line, answered with a bare 431): an Error body. */
+export const MAX_HEADER_BYTES = 8 * 1024
+const MAX_MESSAGE_LENGTH = 300
+
+const truncate = (text: string) => text.length > MAX_MESSAGE_LENGTH ? text.slice(0, MAX_MESSAGE_LENGTH - 1) + "…" : text
+
+export const uriTooLong = refusal(414, "uri_too_long", `The request target is over ${MAX_URL_LENGTH} characters.`)
+export const headerTooLarge = refusal(431, "header_too_large", `The request headers are over ${MAX_HEADER_BYTES} bytes.`)
+export const fragment = refusal(400, "bad_request", "A request target has no fragment (the part from '#').")
+export const payloadTooLarge = refusal(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
+export const unsupportedMediaType = refusal(
+  415,
+  "unsupported_media_type",
+  "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
+)
+export const bodyOnMethod = (method: string) =>
+  refusal(400, "bad_request", `A ${method} request has no body; send it without one.`)
+export const unreadableBody = refusal(400, "bad_request", "The request could not be read.")
+export const invalidJson = (problem: string) => refusal(400, "invalid_json", problem)
+export const notFound = (path: string) => refusal(404, "not_found", `Nothing is served at ${truncate(path)}.`)
+export const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>) =>
+  refusal(405, "method_not_allowed", `${method} is not allowed here; use ${allowed.join(", ")}.`, {
+    allow: allowed.join(", ")
+  })
+export const unreadablePath = (path: string) =>
+  refusal(400, "invalid_path", `Invalid path parameter in ${truncate(path)}: it cannot be read.`)
+export const internalError = refusal(500, "internal_error", "The server failed to answer this request; it has been logged.")
+export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.")
+
+/** Which part of the request a failed decode was about. */
+export type DecodedPart = "path" | "query" | "body" | "header"
+
+/**
+ * A 400 for a failed decode that names the field and says why: the first issue of the decoder's, with the field's path
+ * (as Effect's `ArrayFormatter` and `HttpApiDecodeError` give them). `repeated` tells whether a query parameter was
+ * sent more than once.
+ */
+export const decodeFailure = (
+  part: DecodedPart,
+  issue: ParseResult.ArrayFormatterIssue | undefined,
+  repeated: (name: string) => boolean
+): Refusal => {
+  const field = issue?.path.map(String).join(".") ?? ""
+  const reason = truncate(issue?.message ?? "it cannot be read")
+  switch (part) {
+    case "body":
+      return refusal(
+        400,
+        "invalid_body",
+        field === ""
+          ? "The request body must be a JSON object with a name and a categoryId."
+          : `Invalid request body: '${field}' ${reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`}`
+      )
+    case "header":
+      return refusal(400, "invalid_header", `Invalid header '${field}': ${reason}`)
+    case "query":
+      return refusal(
+        400,
+        "invalid_query",
+        `Invalid query parameter '${field}': ${repeated(String(issue?.path[0] ?? "")) ? "it is given more than once" : reason}`
+      )
+    case "path":
+      return refusal(400, "invalid_path", `Invalid path parameter '${field}': ${reason}`)
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * The function that answers every request — what Bun serves (`fetch`, and the same function per path as Bun's native
+ * `routes`) and what the tests call in-process. Its stages, in order, for every request whichever way Bun routed it:
+ *
+ *   head and target gate → CORS preflight → route table (404/405) → body gate → the endpoint's pipeline (or, for the
+ *   server's own routes, the HttpApi app) → the server's headers (request id, protective headers, CORS) → the log line.
+ */
+import type { HashMap } from "effect"
+import type { Cors } from "./Cors.js"
+import type { EndpointRoute } from "./Derive.js"
+import * as Gate from "./Gate.js"
+import { type Answer, type PipelineRequest, refusalAnswer } from "./Pipeline.js"
+import * as Refusals from "./Refusals.js"
+import { newRequestId, requestIdOf } from "./RequestId.js"
+import type { RequestLogger } from "./RequestLog.js"
+import type { RouteTable } from "./RouteTable.js"
+import { pathOf, queryOf } from "./Url.js"
+
+/** What serves a method of a path: a declared endpoint, or the HttpApi app (the server's own routes). */
+export type Target =
+  | { readonly _tag: "Endpoint"; readonly route: EndpointRoute; readonly headerNames: ReadonlyArray<string> }
+  | { readonly _tag: "App" }
+
+/** An answer of the HttpApi app: its response, and the log annotations its fiber ended with. */
+export interface AppAnswer {
+  readonly response: Response
+  readonly annotations: HashMap.HashMap<string, unknown>
+}
+
+type Served = Answer | AppAnswer
+
+export interface ServerOptions {
+  readonly table: RouteTable<Target>
+  /** Serves a request to an endpoint once it passed the gates: the pipeline (or the HttpApi app, to compare them). */
+  readonly serveEndpoint: (route: EndpointRoute, input: PipelineRequest) => Served | Promise<Served>
+  /** The HttpApi app, for the server's own routes. */
+  readonly app: (request: Request, requestId: string) => Promise<AppAnswer>
+  readonly cors: Cors | undefined
+  readonly log: RequestLogger
+}
+
+/** What every response carries besides its request id (a route may set its own `Cache-Control`). */
+export const PROTECTIVE_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" } as const
+
+type BunRouteHandler = (request: Request) => Response | Promise<Response>
+
+export interface Server {
+  (request: Request): Response | Promise<Response>
+  /** The same function for each served path, in the shape of `Bun.serve`'s `routes` (Bun matches paths natively). */
+  readonly routes: Record<string, BunRouteHandler>
+}
+
+const isAppAnswer = (served: Served): served is AppAnswer => "response" in served
+
+export const makeServer = (options: ServerOptions): Server => {
+  const { app, cors, log, serveEndpoint, table } = options
+
+  const respond = (request: Request, requestId: string, started: number, served: Served): Response => {
+    const origin = cors?.headersFor(request.headers.get("origin"))
+    let response: Response
+    if (isAppAnswer(served)) {
+      response = served.response
+      const headers = response.headers
+      headers.set("x-request-id", requestId)
+      headers.set("x-content-type-options", PROTECTIVE_HEADERS["x-content-type-options"])
+      if (!headers.has("cache-control")) headers.set("cache-control", PROTECTIVE_HEADERS["cache-control"])
+      if (origin !== undefined) for (const name in origin) headers.set(name, origin[name])
+    } else {
+      const headers = { ...PROTECTIVE_HEADERS, ...served.headers, ...origin, "x-request-id": requestId }
+      if (served.body === null) delete (headers as Record<string, string>)["content-type"]
+      response = new Response(request.method === "HEAD" ? null : served.body, { status: served.status, headers })
+    }
+    log(request, response.status, started, served.annotations, requestId)
+    return response
+  }
+
+  const refuse = (request: Request, requestId: string, started: number, refusal: Refusals.Refusal) =>
+    respond(request, requestId, started, refusalAnswer(refusal))
+
+  const answerEndpoint = (
+    request: Request,
+    requestId: string,
+    started: number,
+    route: EndpointRoute,
+    params: Record<string, string>
+  ): Response | Promise<Response> => {
+    const finish = (served: Served | Promise<Served>) =>
+      served instanceof Promise
+        ? served.then((done) => respond(request, requestId, started, done))
+        : respond(request, requestId, started, served)
+    const run = (body: Gate.ReadBody | undefined) =>
+      finish(serveEndpoint(route, { request, params, query: queryOf(request.url), body, requestId }))
+
+    const plan = Gate.bodyPlan(request.method, request.headers)
+    if (plan === "none") return run(undefined)
+    if (plan !== "read") return refuse(request, requestId, started, plan)
+    return Gate.readBody(request).then((bytes) => {
+      if (!(bytes instanceof Uint8Array)) return refuse(request, requestId, started, bytes)
+      const body = Gate.checkBody(bytes, request.headers)
+      return body !== undefined && "code" in body ? refuse(request, requestId, started, body) : run(body)
+    })
+  }
+
+  const answer = (request: Request): Response | Promise<Response> => {
+    const started = performance.now()
+    const sent = request.headers.get("x-request-id")
+    const requestId = sent === null ? newRequestId() : requestIdOf(sent)
+    const refusal = Gate.headRefusal(request.url, request.headers) ?? Gate.targetRefusal(request.url)
+    if (refusal !== undefined) return refuse(request, requestId, started, refusal)
+    const method = request.method
+    const match = table.match(pathOf(request.url))
+    if (match === undefined) return refuse(request, requestId, started, Refusals.notFound(pathOf(request.url)))
+    const { entry, params } = match
+    if (cors !== undefined && cors.isPreflight(method, request.headers)) {
+      const declared = [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.headerNames : [])
+      const headers = cors.preflightHeaders(request.headers.get("origin"), entry.methods, declared)
+      if (headers !== undefined) {
+        const preflight = new Response(null, { status: 204, headers: { ...headers, "x-request-id": requestId } })
+        log(request, 204, started, undefined, requestId)
+        return preflight
+      }
+    }
+    const target = entry.targets.get(method)
+    if (target === undefined) {
+      return refuse(request, requestId, started, Refusals.methodNotAllowed(method, entry.methods))
+    }
+    if (target._tag === "Endpoint") return answerEndpoint(request, requestId, started, target.route, params)
+    // The server's own routes take no body; the gate refuses one as it does for the API.
+    const plan = Gate.bodyPlan(method, request.headers)
+    if (plan !== "none" && plan !== "read") return refuse(request, requestId, started, plan)
+    return app(request, requestId).then((served) => respond(request, requestId, started, served))
+  }
+
+  // Bun's native routes only bring a request here sooner: the route table still matches it, by its one rule.
+  const routes: Record<string, BunRouteHandler> = Object.fromEntries(table.bunPaths.map(([path]) => [path, answer]))
+  return Object.assign(answer, { routes })
+}

@@ -1,0 +1,32 @@
+/**
+ * The parts of a request URL the server reads on every request, without building a `URL`.
+ */
+
+/** Where the request target (path and query) starts in a request URL, absolute or not. */
+export const targetStart = (url: string): number => {
+  if (url.charCodeAt(0) === 47) return 0
+  const start = url.indexOf("/", url.indexOf("://") + 3)
+  return start === -1 ? url.length : start
+}
+
+/** The path of a request URL (absolute or not), without its query: no URL parsing on every request. */
+export const pathOf = (url: string): string => {
+  const start = targetStart(url)
+  if (start === url.length) return "/"
+  const query = url.indexOf("?", start)
+  return query === -1 ? url.slice(start) : url.slice(start, query)
+}
+
+/** The query of a request URL, each name with its value or, when repeated, its values: linear in its length. */
+export const queryOf = (url: string): Record<string, string | Array<string>> => {
+  const at = url.indexOf("?")
+  const out: Record<string, string | Array<string>> = {}
+  if (at === -1) return out
+  for (const [name, value] of new URLSearchParams(url.slice(at + 1))) {
+    const previous = out[name]
+    if (previous === undefined) out[name] = value
+    else if (typeof previous === "string") out[name] = [previous, value]
+    else previous.push(value)
+  }
+  return out
+}
