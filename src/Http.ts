@@ -129,7 +129,13 @@ export const webHandlerFrom = <E, R>(
         serveEndpoint: options.pipeline === false
           ? (_route, input) =>
             serveByApp(
-              new Request(input.request.url, { method: input.request.method, headers: input.request.headers, body: input.body?.text ?? null }),
+              // The body already read, and the client's signal kept: a client that goes away still ends the request.
+              new Request(input.request.url, {
+                method: input.request.method,
+                headers: input.request.headers,
+                body: input.body?.text ?? null,
+                signal: input.request.signal
+              }),
               input.requestId
             )
           : pipeline,

@@ -1,16 +1,18 @@
 /**
  * Properties of the HTTP API, generated from the schemas the API declares (`Arbitrary` of `NewPet`, `PetStatus`, …) and
  * checked in-process against the application production serves (test/support/http.ts). Each group has its own
- * database, shared by the runs of its properties.
+ * database, a SQLite file (the connections production writes with, not the in-memory test client), shared by the runs
+ * of its properties.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Context, Effect, FastCheck as fc, Layer, Schema } from "effect"
 import { MAX_SAFE_ID, NAME_MAX_LENGTH, NewPet, type Pet, PetStatus } from "../src/Domain/Pet.js"
 import { expectErrorBody, expectPage, type Json, nextLink } from "./support/checks.js"
-import { makeTestServer, type Server } from "./support/http.js"
+import { SQLite } from "./support/backends.js"
+import { type Server, testServer } from "./support/http.js"
 
 class TestServer extends Context.Tag("test/TestServer")<TestServer, Server>() {}
-const TestServerLive = Layer.scoped(TestServer, makeTestServer)
+const TestServerLive = Layer.scoped(TestServer, testServer(SQLite))
 
 const NUM_RUNS = 150
 const options = (numRuns = NUM_RUNS) => ({ timeout: 120_000, fastCheck: { numRuns } })

@@ -6,9 +6,10 @@
  */
 import { HttpApiBuilder, HttpApiMiddleware, type HttpApiSecurity } from "@effect/platform"
 import type { HttpServerRequest } from "@effect/platform"
-import { Context, Effect, FiberRef } from "effect"
+import { type Context, Effect } from "effect"
+import { RequestInput } from "./RequestInput.js"
 
-type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams
+type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams | RequestInput
 
 export interface Middleware {
   readonly key: string
@@ -17,11 +18,14 @@ export interface Middleware {
 }
 
 /**
- * What a middleware provides is added to the request fiber's context for the rest of the request: the fiber is the
- * request's own, so nothing needs restoring afterwards (and `provideService` would cost a scope per request).
+ * What a middleware provides is added to the request's context for the rest of the request, in place: that context
+ * is the request's own (made for it by the pipeline), so nothing needs copying or restoring afterwards.
  */
 const provideForRest = <A, E, R>(tag: Context.Tag<unknown, unknown>, value: unknown, inner: Effect.Effect<A, E, R>) =>
-  Effect.zipRight(FiberRef.update(FiberRef.currentContext, (context) => Context.add(context, tag, value)), inner)
+  Effect.flatMap(RequestInput, (input) => {
+    input.services.set(tag.key, value)
+    return inner
+  })
 
 /** The effect of a security middleware: each scheme's credential to its handler, the next scheme if it fails. */
 const securityEffect = (

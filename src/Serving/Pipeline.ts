@@ -19,6 +19,8 @@ import {
   FiberRef,
   FiberRefs,
   HashMap,
+  HashSet,
+  Logger,
   Option,
   ParseResult,
   Runtime
@@ -26,17 +28,8 @@ import {
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
+import { RequestInput } from "./RequestInput.js"
 import * as Refusals from "./Refusals.js"
-
-/** What a request brings to its fiber, beside the platform's request. */
-interface RequestInput {
-  /** Path parameters, still percent-encoded. */
-  readonly params: Readonly<Record<string, string>>
-  readonly query: Readonly<Record<string, string | Array<string>>>
-  readonly body: ReadBody | undefined
-  readonly request: HttpServerRequest.HttpServerRequest
-}
-const RequestInput = Context.GenericTag<RequestInput>("Serving/RequestInput")
 
 /** A request the pipeline refuses itself (a failed decode), carried through the fiber's error channel. */
 class Refused {
@@ -189,27 +182,20 @@ export type Pipeline = (route: EndpointRoute, input: PipelineRequest) => Answer 
 export const makePipeline = (runtime: Runtime.Runtime<never>, routes: ReadonlyArray<EndpointRoute>): Pipeline => {
   // Each program's services are in the context its fiber starts with (below).
   const programs = new Map(routes.map((route) => [route, makeProgram(route) as Effect.Effect<Answer>]))
-  const runFork = Runtime.runFork(runtime)
-  const baseAnnotations = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentLogAnnotations)
+  const base = withRequestIds(runtime)
   const baseServices = (runtime.context as unknown as { readonly unsafeMap: Map<string, unknown> }).unsafeMap
 
   return (route, input) => {
     const request = HttpServerRequest.fromWeb(input.request)
     const services = new Map(baseServices)
-    services.set(RequestInput.key, { params: input.params, query: input.query, body: input.body, request })
+    services.set(RequestInput.key, { ...input, services, request })
     services.set(HttpServerRequest.HttpServerRequest.key, request)
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
-    const context = Context.unsafeMake<never>(services)
-    const annotations = HashMap.set(baseAnnotations, "requestId", input.requestId)
-    const fiber = runFork(programs.get(route)!, {
-      updateRefs: (refs, id) =>
-        FiberRefs.updateManyAs(refs, {
-          forkAs: id,
-          entries: [[FiberRef.currentContext, [[id, context]]], [FiberRef.currentLogAnnotations, [[id, annotations]]]]
-        })
-    })
+    const fiber = Runtime.runFork(
+      Runtime.make({ context: Context.unsafeMake<never>(services), fiberRefs: base.fiberRefs, runtimeFlags: base.runtimeFlags })
+    )(programs.get(route)!)
     const answerOf = (exit: Exit.Exit<Answer>) =>
-      Exit.isSuccess(exit) ? exit.value : refusalAnswer(Refusals.shuttingDown, annotations)
+      Exit.isSuccess(exit) ? exit.value : refusalAnswer(Refusals.shuttingDown)
     const done = fiber.unsafePoll()
     if (done !== null) return answerOf(done)
     const signal = input.request.signal
@@ -223,3 +209,22 @@ export const makePipeline = (runtime: Runtime.Runtime<never>, routes: ReadonlyAr
     )
   }
 }
+
+/**
+ * The runtime with every logger naming the request a line is logged for: the request id is read from the logging
+ * fiber's context (a request's fiber, or any fiber it started, which inherit its context), so no fiber carries an
+ * annotation of its own for it (setting one copies the fiber's references on every request).
+ */
+const withRequestIds = (runtime: Runtime.Runtime<never>) =>
+  Runtime.updateFiberRefs(runtime, (refs) =>
+    FiberRefs.updateAs(refs, {
+      fiberId: FiberId.none,
+      fiberRef: FiberRef.currentLoggers,
+      value: HashSet.map(FiberRefs.getOrDefault(refs, FiberRef.currentLoggers), (logger) =>
+        Logger.mapInputOptions(logger, (options) => {
+          const input = Context.getOption(FiberRefs.getOrDefault(options.context, FiberRef.currentContext), RequestInput)
+          return input._tag === "None"
+            ? options
+            : { ...options, annotations: HashMap.set(options.annotations, "requestId", input.value.requestId) }
+        }))
+    }))

@@ -1,5 +1,5 @@
 /**
- * The dispatcher's direct routes against the HttpApi app they are derived from: the same requests, on the same
+ * The pipeline against the HttpApi app it is derived from: the same requests, on the same
  * database, get the same status, body and headers (all but the request id and the date) from both.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -10,6 +10,7 @@ import { Lifecycle } from "../src/Lifecycle.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import * as Sql from "../src/Sql.js"
 import { describeBackends } from "./support/backends.js"
+import { Outage, OutageSqlLive } from "./support/outage.js"
 import { ORIGIN, servers } from "./support/http.js"
 
 const handlerOf = (directRoutes: boolean) =>
@@ -77,8 +78,8 @@ const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [stri
 }
 
 describeBackends((backend) => {
-  describe("direct routes", () => {
-    it.scoped("answer as the HttpApi app does", () =>
+  describe("pipeline", () => {
+    it.scoped("answers as the HttpApi app does", () =>
       Effect.gen(function*() {
         // One database; each app built on its own (a build shares its router between the layers it builds).
         const database = Layer.succeedContext(yield* Layer.build(Sql.layer(yield* backend.freshDatabase)))
@@ -127,7 +128,7 @@ describeBackends((backend) => {
   })
 })
 
-describe("direct routes, logs", () => {
+describe("pipeline, logs", () => {
   /** A failing repository; `wait` makes it log a line and fail only after waiting for a timer (the fiber suspends). */
   const failingRepo = (wait: boolean) => {
     const fail = () =>
@@ -182,8 +183,8 @@ describe("direct routes, logs", () => {
   }
 })
 
-describe("direct routes, Bun's routing", () => {
-  it.scoped("Bun.serve with the dispatcher's routes answers as the dispatcher does in-process", () =>
+describe("pipeline, Bun's routing", () => {
+  it.scoped("Bun.serve with the server's routes answers as the server does in-process", () =>
     Effect.gen(function*() {
       const context = yield* Layer.build(
         Layer.mergeAll(handlerOf(true), ApiKeys.Default).pipe(
@@ -196,6 +197,17 @@ describe("direct routes, Bun's routing", () => {
       const revoked = yield* keys.create("revoked")
       yield* keys.revoke(revoked.id)
       const dispatcher = Context.get(context, WebHandler)
+      // Data to answer with: the lists and gets below return pets, not empty pages.
+      for (let i = 1; i <= 3; i++) {
+        const created = yield* Effect.promise(async () =>
+          dispatcher(new Request(`${ORIGIN}/v1/pets`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+            body: JSON.stringify({ name: `pet ${i}`, categoryId: i, status: i === 2 ? "sold" : "available" })
+          }))
+        )
+        expect(created.status).toBe(201)
+      }
       // Every path of the one route table, with and without its trailing slash.
       expect(Object.keys(dispatcher.routes).filter((path) => !path.endsWith("/")).sort()).toEqual(
         ["/docs", "/healthz", "/openapi.json", "/readyz", "/v1/pets", "/v1/pets/:petId"]
@@ -219,6 +231,66 @@ describe("direct routes, Bun's routing", () => {
         const inProcess = yield* Effect.promise(async () => answer(await dispatcher(new Request(`${ORIGIN}${path}`, init))))
         if (init?.method === "HEAD") inProcess.body = ""
         expect({ path: path.slice(0, 80), ...viaBun }).toEqual({ path: path.slice(0, 80), ...inProcess })
+      }
+    }))
+})
+
+describe("the answers the pipeline gives itself", () => {
+  const requests = (key: string): ReadonlyArray<readonly [string, RequestInit]> => {
+    const auth = { authorization: `Bearer ${key}` }
+    return [
+      ["/v1/pets", { headers: auth }],
+      ["/v1/pets/1", { headers: auth }],
+      ["/v1/pets", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: "{\"name\":\"x\",\"categoryId\":1}" }]
+    ]
+  }
+  /** Both handlers on one database (or repository), and an API key. */
+  const both = (repo: Layer.Layer<PetsRepo, never, never> | undefined, database: Layer.Layer<any>) =>
+    Effect.gen(function*() {
+      const build = (pipeline: boolean) =>
+        Effect.map(
+          Layer.build(
+            webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([repo ?? PetsRepo.Default, ApiKeys.Default])), {
+              corsOrigins: Option.none(),
+              pipeline
+            }).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))
+          ),
+          (context) => Context.get(context, WebHandler)
+        )
+      const keys = Context.get(yield* Layer.build(ApiKeys.Default.pipe(Layer.provide(database))), ApiKeys)
+      const key = Redacted.value((yield* keys.create("itself")).key)
+      return { direct: yield* build(true), app: yield* build(false), key }
+    })
+
+  it.scoped("503 with the database gone, as the HttpApi app answers it", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(OutageSqlLive)
+      const database = Layer.succeedContext(context)
+      const { app, direct, key } = yield* both(undefined, database)
+      yield* Context.get(context, Outage).set(true)
+      for (const [path, init] of requests(key)) {
+        // The key was checked a moment ago: it is taken at its word, so the database's absence shows in the operation.
+        const a = yield* Effect.promise(async () => answer(await direct(new Request(`${ORIGIN}${path}`, init))))
+        const b = yield* Effect.promise(async () => answer(await app(new Request(`${ORIGIN}${path}`, init))))
+        expect(a.status).toBe(503)
+        expect({ path, ...a }).toEqual({ path, ...b })
+      }
+    }))
+
+  it.scoped("500 from a defect, as the HttpApi app answers it, leaking nothing", () =>
+    Effect.gen(function*() {
+      const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
+      const boom = () => Effect.die(new Error("secret internals"))
+      const { app, direct, key } = yield* both(
+        Layer.succeed(PetsRepo, PetsRepo.make({ create: boom, findById: boom, list: boom })),
+        database
+      )
+      for (const [path, init] of requests(key)) {
+        const a = yield* Effect.promise(async () => answer(await direct(new Request(`${ORIGIN}${path}`, init))))
+        const b = yield* Effect.promise(async () => answer(await app(new Request(`${ORIGIN}${path}`, init))))
+        expect(a.status).toBe(500)
+        expect(a.body).not.toContain("secret")
+        expect({ path, ...a }).toEqual({ path, ...b })
       }
     }))
 })

@@ -1,0 +1,19 @@
+/**
+ * A request as its fiber sees it: what the server read of it, its platform form, and the fiber's own services.
+ */
+import type { HttpServerRequest } from "@effect/platform"
+import { Context } from "effect"
+import type { ReadBody } from "./Gate.js"
+
+/** What a request brings to its fiber, beside the platform's request. */
+export interface RequestInput {
+  readonly requestId: string
+  /** The services of the request's fiber: its own map, so what a middleware provides is added to it in place. */
+  readonly services: Map<string, unknown>
+  /** Path parameters, still percent-encoded. */
+  readonly params: Readonly<Record<string, string>>
+  readonly query: Readonly<Record<string, string | Array<string>>>
+  readonly body: ReadBody | undefined
+  readonly request: HttpServerRequest.HttpServerRequest
+}
+export const RequestInput = Context.GenericTag<RequestInput>("Serving/RequestInput")

@@ -1,0 +1,170 @@
+/**
+ * What the pipeline promises beyond answering as the HttpApi app does (test/Pipeline.test.ts): it serves every endpoint
+ * of the declaration itself, runs the declaration's middleware so that a handler can read what they provide, ends a
+ * request whose client goes away, and answers a body that never arrives.
+ */
+import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { ServedApi } from "../src/Api.js"
+import { Authorization, CurrentApiKey } from "../src/Auth/Api.js"
+import { ApiKeys } from "../src/Auth/ApiKeys.js"
+import { AuthorizationLive, BearerCheck } from "../src/Auth/Http.js"
+import { RoutesLive, WebHandler, webHandlerFrom } from "../src/Http.js"
+import { Lifecycle } from "../src/Lifecycle.js"
+import { PetsRepo } from "../src/Pets/Repo.js"
+import { deriveRoutes } from "../src/Serving/Derive.js"
+import { ApiHandlers, apiHandlers, type GroupHandlers } from "../src/Serving/Handlers.js"
+import { queryOf } from "../src/Serving/Url.js"
+import * as Sql from "../src/Sql.js"
+import { describeBackends } from "./support/backends.js"
+import { ORIGIN, servers } from "./support/http.js"
+
+describeBackends((backend) => {
+  describe("deriving the pipeline", () => {
+    it.scoped("serves every endpoint of the declaration: the list of endpoints it cannot serve is empty", () =>
+      Effect.gen(function*() {
+        const database = Sql.layer(yield* backend.freshDatabase)
+        const context = yield* Layer.build(
+          RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default, Lifecycle.Default]), Layer.provide(database))
+        )
+        const { context: middleware } = Context.get(context, HttpApi.Api)
+        const derived = deriveRoutes(ServedApi as unknown as HttpApi.HttpApi.AnyWithProps, Context.get(context, ApiHandlers), middleware)
+        expect(derived.unserved).toEqual([])
+        expect(derived.routes.map((route) => `${route.method} ${route.path}`).sort()).toEqual(
+          ["GET /v1/pets", "GET /v1/pets/:petId", "POST /v1/pets"]
+        )
+      }))
+  })
+})
+
+/** An API of one endpoint whose handler reads the key that the `Authorization` middleware provides. */
+class WhoApi extends HttpApiGroup.make("who", { topLevel: true })
+  .add(HttpApiEndpoint.get("whoAmI", "/whoami").addSuccess(Schema.Struct({ keyId: Schema.String })))
+  .middleware(Authorization)
+{}
+const TestApi = HttpApi.make("test").add(WhoApi).prefix("/v1")
+
+const who: GroupHandlers<typeof TestApi, "who"> = {
+  whoAmI: () => Effect.map(CurrentApiKey, (key) => ({ keyId: key.id }))
+}
+
+const testRoutes = Layer.mergeAll(
+  HttpApiBuilder.api(TestApi).pipe(
+    Layer.provide(HttpApiBuilder.group(TestApi, "who", (handlers) => handlers.handle("whoAmI", who.whoAmI))),
+    Layer.provide(AuthorizationLive)
+  ),
+  Layer.succeed(ApiHandlers, apiHandlers(TestApi, { who }))
+).pipe(Layer.provide(BearerCheck.Default))
+
+describe("a handler reading what middleware provide", () => {
+  it.scoped("reads CurrentApiKey alike through the pipeline, the HttpApi app and Bun's routes", () =>
+    Effect.gen(function*() {
+      const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
+      const build = (pipeline: boolean) =>
+        Effect.map(
+          Layer.build(webHandlerFrom(testRoutes, { corsOrigins: Option.none(), pipeline }).pipe(
+            Layer.provide(ApiKeys.Default),
+            Layer.provide(database)
+          )),
+          (context) => Context.get(context, WebHandler)
+        )
+      const keys = Context.get(yield* Layer.build(ApiKeys.Default.pipe(Layer.provide(database))), ApiKeys)
+      const created = yield* keys.create("who")
+      const init = { headers: { authorization: `Bearer ${Redacted.value(created.key)}` } }
+      const pipeline = yield* build(true)
+      const app = yield* build(false)
+      const server = yield* Effect.acquireRelease(
+        Effect.sync(() => Bun.serve({ hostname: "127.0.0.1", port: 0, routes: pipeline.routes, fetch: pipeline })),
+        (server) => Effect.promise(() => server.stop(true))
+      )
+      const answers = yield* Effect.promise(() =>
+        Promise.all([
+          Promise.resolve(pipeline(new Request(`${ORIGIN}/v1/whoami`, init))).then((r) => r.json()),
+          Promise.resolve(app(new Request(`${ORIGIN}/v1/whoami`, init))).then((r) => r.json()),
+          fetch(`${server.url.href}v1/whoami`, init).then((r) => r.json())
+        ])
+      )
+      expect(answers).toEqual([{ keyId: created.id }, { keyId: created.id }, { keyId: created.id }])
+    }))
+})
+
+describe("requests that end early", () => {
+  /** A repository whose list says when it starts, then waits until interrupted, and says so. */
+  const waitingRepo = (started: Deferred.Deferred<void>, interrupted: Deferred.Deferred<void>) =>
+    Layer.succeed(
+      PetsRepo,
+      PetsRepo.make({
+        create: () => Effect.never,
+        list: () =>
+          Deferred.succeed(started, undefined).pipe(
+            Effect.zipRight(Effect.never),
+            Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
+          ),
+        findById: () => Effect.never
+      })
+    )
+
+  for (const pipeline of [true, false]) {
+    it.live(`a client that goes away interrupts the request's fiber (${pipeline ? "pipeline" : "HttpApi app"})`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const interrupted = yield* Deferred.make<void>()
+        const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
+        const context = yield* Layer.build(
+          Layer.mergeAll(
+            webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])), {
+              corsOrigins: Option.none(),
+              pipeline
+            }),
+            ApiKeys.Default
+          ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))
+        )
+        const key = Redacted.value((yield* Context.get(context, ApiKeys).create("abort")).key)
+        const controller = new AbortController()
+        const answer = Context.get(context, WebHandler)(
+          new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` }, signal: controller.signal })
+        )
+        expect(answer).toBeInstanceOf(Promise)
+        yield* Deferred.await(started)
+        controller.abort()
+        yield* Deferred.await(interrupted).pipe(Effect.timeout("5 seconds"))
+      })))
+  }
+
+  it.scoped("a body that fails to arrive is answered 400, without an unhandled rejection", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(
+        Layer.mergeAll(
+          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), { corsOrigins: Option.none() }),
+          ApiKeys.Default
+        ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(Sql.SqlTest))
+      )
+      const key = Redacted.value((yield* Context.get(context, ApiKeys).create("body")).key)
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode("{\"name\":"))
+          controller.error(new Error("connection reset"))
+        }
+      })
+      const response = yield* Effect.promise(async () =>
+        Context.get(context, WebHandler)(
+          new Request(`${ORIGIN}/v1/pets`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+            body
+          })
+        )
+      )
+      expect(response.status).toBe(400)
+      expect(yield* Effect.promise(() => response.json())).toMatchObject({ code: "bad_request", status: 400 })
+    }))
+})
+
+describe("the query", () => {
+  it("is read in one pass: a name repeated thousands of times keeps every value", () => {
+    const query = queryOf(`/v1/pets?${"a=1&".repeat(4000)}limit=2`)
+    expect(query.a).toHaveLength(4000)
+    expect(query.limit).toBe("2")
+  })
+})
