@@ -4,11 +4,12 @@
  * from the declaration.
  */
 import { HttpApi, HttpApiBuilder, HttpApp, type HttpRouter, HttpServer } from "@effect/platform"
-import { Context, Effect, FiberRef, HashMap, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
+import { Context, Effect, FiberRef, HashMap, Layer, Option, Runtime, RuntimeFlags, Schema, Tracer } from "effect"
 import { type Servers, ServedApi } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { AuthorizationLive, BearerCheck } from "./Auth/Http.js"
 import { RequestLog } from "./Logging.js"
+import { Observability } from "./Observability/Hooks.js"
 import { DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
 import { PetsRepo } from "./Pets/Repo.js"
 import { appErrors } from "./Serving/AppErrors.js"
@@ -119,9 +120,11 @@ export const webHandlerFrom = <E, R>(
         // `AppRequest` is in the context each request is served with (`serveByApp`).
         annotated(yield* HttpApiBuilder.httpApp) as HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
       )
-      const serveByApp = (request: Request, requestId: string): Promise<AppAnswer> => {
+      const serveByApp = (request: Request, requestId: string, parentSpan?: Tracer.Span): Promise<AppAnswer> => {
         const state: AppRequest = { requestId, annotations: HashMap.empty() }
-        return app(request, Context.make(AppRequest, state)).then((response) => ({ response, annotations: state.annotations }))
+        const context = Context.make(AppRequest, state)
+        return app(request, parentSpan === undefined ? context : Context.add(context, Tracer.ParentSpan, parentSpan))
+          .then((response) => ({ response, annotations: state.annotations }))
       }
       const pipeline = makePipeline(runtime as Runtime.Runtime<never>, derived.routes)
       return makeServer({
@@ -136,12 +139,14 @@ export const webHandlerFrom = <E, R>(
                 body: input.body?.text ?? null,
                 signal: input.request.signal
               }),
-              input.requestId
+              input.requestId,
+              input.parentSpan
             )
           : pipeline,
         app: serveByApp,
         cors: Option.getOrUndefined(Option.map(options.corsOrigins, makeCors)),
-        log: makeRequestLogger(runtime as Runtime.Runtime<never>, Option.getOrUndefined(yield* Effect.serviceOption(RequestLog)))
+        log: makeRequestLogger(runtime as Runtime.Runtime<never>, Option.getOrUndefined(yield* Effect.serviceOption(RequestLog))),
+        observe: Option.getOrUndefined(yield* Effect.serviceOption(Observability))?.observeRequest
       })
     })
   ).pipe(

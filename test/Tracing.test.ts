@@ -6,15 +6,18 @@
  * trace ids in log lines.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Logger, Metric, Option, Redacted } from "effect"
+import { Effect, Exit, Layer, Logger, Metric, Option, Redacted, Scope } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { ObservabilityConfig } from "../src/Observability/Config.js"
 import { spansDropped } from "../src/Observability/Metrics.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
 import { newSpanId, newTraceId } from "../src/Observability/Tracer.js"
+import { ObservabilityLive } from "../src/Observability/Live.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
+import * as Sql from "../src/Sql.js"
 import { describePostgres, SQLite } from "./support/backends.js"
 import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
+import { authorized, testServerOn } from "./support/http.js"
 import { otlpReceiver } from "./support/otlp.js"
 
 describe("traces over OTLP", () => {
@@ -327,5 +330,69 @@ describe("configuration", () => {
       })
       const none = yield* ObservabilityConfig.pipe(withEnvironment({}))
       expect(Option.isNone(none.otlp) && Option.isNone(none.metricsAddress)).toBe(true)
+    }))
+})
+
+describe("traces of HTTP requests", () => {
+  /** The application on a fresh SQLite file, with observability as the environment configures it. */
+  const observedServer = (env: Record<string, string>) =>
+    Effect.flatMap(SQLite.freshDatabase, (url) =>
+      testServerOn(Sql.layer(url).pipe(Layer.provideMerge(ObservabilityLive("9.9.9"))))).pipe(withEnvironment(env))
+
+  it.scoped("every request gets its server span; a request with a traceparent joins the trace; the log line carries the ids", () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      const lines: Array<Record<string, unknown>> = []
+      const capture = Logger.make(({ annotations, message }) => {
+        lines.push({ message: Array.isArray(message) ? message[0] : message, ...Object.fromEntries(annotations) })
+      })
+      const traceId = newTraceId()
+      const clientSpanId = newSpanId()
+      const scope = yield* Scope.make()
+      const server = yield* observedServer({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: "600000" }).pipe(
+        Scope.extend(scope),
+        Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+      )
+      const traceparent = `00-${traceId}-${clientSpanId}-01`
+      const created = yield* Effect.promise(() =>
+        server.fetch("/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify({ name: "Rex", categoryId: 1 }), headers: { traceparent } }))
+      )
+      expect(created.status).toBe(201)
+      const pet = (yield* Effect.promise(() => created.json())) as { readonly id: number }
+      const got = yield* Effect.promise(() => server.fetch(`/v1/pets/${pet.id}`, authorized(server.key, { headers: { traceparent } })))
+      expect(got.status).toBe(200)
+      expect((yield* Effect.promise(() => server.fetch("/nowhere", { headers: { traceparent } }))).status).toBe(404)
+      expect((yield* Effect.promise(() => server.fetch("/healthz", { headers: { traceparent } }))).status).toBe(200)
+      yield* Scope.close(scope, Exit.void) // the exporter's last flush
+
+      const inTrace = receiver.spans.filter((span) => span.traceId === traceId)
+      const named = (name: string) => inTrace.find((span) => span.name === name)!
+      const keyId = server.key.split("_")[1]
+      expect(named("POST /v1/pets")).toMatchObject({
+        parentSpanId: clientSpanId,
+        kind: 2,
+        attributes: { "http.route": "/v1/pets", "http.response.status_code": 201, "petstore.api_key.id": keyId }
+      })
+      const get = named("GET /v1/pets/{petId}")
+      expect(get.attributes).toMatchObject({ "url.path": `/v1/pets/${pet.id}`, "http.response.status_code": 200 })
+      expect(inTrace.filter((span) => span.parentSpanId === get.spanId).map((span) => span.name)).toContain("SELECT pets")
+      expect(named("GET").attributes).toMatchObject({ "url.path": "/nowhere", "http.response.status_code": 404 })
+      expect(named("GET").attributes["http.route"]).toBeUndefined()
+      expect(named("GET /healthz").attributes).toMatchObject({ "http.response.status_code": 200 })
+      for (const body of receiver.bodies) expect(body.text).not.toContain(server.key.slice(server.key.lastIndexOf("_") + 1))
+
+      const requestLine = lines.find((line) => line.message === "request" && line.path === `/v1/pets/${pet.id}`)!
+      expect(requestLine).toMatchObject({ traceId, spanId: get.spanId, keyId })
+    }))
+
+  it.scopedLive("with the collector down, requests answer as usual", () =>
+    Effect.gen(function*() {
+      const port = yield* freePort
+      const server = yield* observedServer({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_BSP_SCHEDULE_DELAY: "10" })
+      for (let i = 0; i < 20; i++) {
+        const response = yield* Effect.promise(() => server.fetch("/v1/pets", authorized(server.key)))
+        expect(response.status).toBe(200)
+        yield* Effect.sleep("5 millis")
+      }
     }))
 })

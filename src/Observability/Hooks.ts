@@ -4,12 +4,12 @@
  * service pays nothing. This module is small on purpose: the serving pipeline and the repositories import it, and it
  * loads nothing of the exporters.
  */
-import { Context, Effect, type Scope, type Tracer } from "effect"
+import { Context, Effect, HashMap, type Scope, type Tracer } from "effect"
 
 /** What the serving pipeline knows of a request when it starts. */
 export interface RequestStart {
   readonly method: string
-  /** The route template of the matched endpoint (`/v1/pets/{petId}`); `undefined` when no route matched. */
+  /** The matched route's template (`/v1/pets/{petId}`, or the router's `/v1/pets/:petId`); `undefined`: no route. */
   readonly route: string | undefined
   /** The path alone, without the query string. */
   readonly path: string
@@ -69,3 +69,12 @@ export const statementHook: Effect.Effect<ObservabilityHooks["observeStatement"]
   Effect.serviceOption(Observability),
   (hooks) => hooks._tag === "Some" ? hooks.value.observeStatement : (_statement, effect) => effect
 )
+
+/** A request's log annotations with its trace and span ids when it is sampled (the request line's `traceId`, `spanId`). */
+export const withTraceIds = (
+  annotations: HashMap.HashMap<string, unknown>,
+  span: Tracer.Span | undefined
+): HashMap.HashMap<string, unknown> =>
+  span === undefined || !span.sampled
+    ? annotations
+    : HashMap.set(HashMap.set(annotations, "traceId", span.traceId), "spanId", span.spanId)

@@ -19,6 +19,17 @@ export interface ObserveOptions {
 export const KEY_ID_ATTRIBUTE = "petstore.api_key.id"
 
 const clock = Clock.make()
+
+/** `/v1/pets/:petId` (the router's spelling) → `/v1/pets/{petId}` (OpenAPI's and the semantic conventions'). */
+const templates = new Map<string, string>()
+const templateOf = (route: string): string => {
+  let template = templates.get(route)
+  if (template === undefined) {
+    template = route.replace(/:(\w+)/g, "{$1}")
+    templates.set(route, template)
+  }
+  return template
+}
 const NO_LINKS: ReadonlyArray<Tracer.SpanLink> = []
 const NOTHING: RequestObservation = { parentSpan: undefined, end: () => {} }
 
@@ -27,12 +38,13 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     if (!metrics && tracer === undefined) return NOTHING
     const started = performance.now()
     const method = methodLabel(request.method)
+    const route = request.route === undefined ? undefined : templateOf(request.route)
     let span: Tracer.Span | undefined
     if (tracer !== undefined) {
       // The semantic conventions: `{method} {route}`, or the method alone without a route (`HTTP` for an unknown one).
       const name = method === "_OTHER" ? "HTTP" : method
       span = tracer.span(
-        request.route === undefined ? name : `${name} ${request.route}`,
+        route === undefined ? name : `${name} ${route}`,
         remoteParent(request.headers),
         Context.empty(),
         NO_LINKS,
@@ -42,7 +54,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
       if (span.sampled) {
         span.attribute("http.request.method", method)
         if (method === "_OTHER") span.attribute("http.request.method_original", request.method)
-        if (request.route !== undefined) span.attribute("http.route", request.route)
+        if (route !== undefined) span.attribute("http.route", route)
         span.attribute("url.path", request.path)
       }
     }
@@ -55,7 +67,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
         ended = true
         if (metrics) {
           addInFlight(-1)
-          recordRequest(method, request.route ?? "", status, (performance.now() - started) / 1000)
+          recordRequest(method, route ?? "", status, (performance.now() - started) / 1000)
         }
         if (span !== undefined && span.sampled) {
           span.attribute("http.response.status_code", status)

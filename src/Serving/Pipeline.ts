@@ -23,7 +23,8 @@ import {
   Logger,
   Option,
   ParseResult,
-  Runtime
+  Runtime,
+  Tracer
 } from "effect"
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
@@ -170,6 +171,8 @@ export interface PipelineRequest {
   readonly query: Readonly<Record<string, string | Array<string>>>
   readonly body: ReadBody | undefined
   readonly requestId: string
+  /** The request's server span: its fiber runs under it (its child spans and log lines join it). */
+  readonly parentSpan?: Tracer.Span | undefined
 }
 
 export type Pipeline = (route: EndpointRoute, input: PipelineRequest) => Answer | Promise<Answer>
@@ -191,6 +194,7 @@ export const makePipeline = (runtime: Runtime.Runtime<never>, routes: ReadonlyAr
     services.set(RequestInput.key, { ...input, services, request })
     services.set(HttpServerRequest.HttpServerRequest.key, request)
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
+    if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const fiber = Runtime.runFork(
       Runtime.make({ context: Context.unsafeMake<never>(services), fiberRefs: base.fiberRefs, runtimeFlags: base.runtimeFlags })
     )(programs.get(route)!)
