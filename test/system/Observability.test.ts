@@ -38,8 +38,12 @@ describe("observability of the executable", () => {
         }
       })
       expect(metricsPort).not.toBe(server.port)
+      const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
+      const traceparent = `00-${traceId}-00f067aa0ba902b7-01`
       for (let i = 0; i < 3; i++) {
-        const response = await fetch(`${server.origin}/v1/pets`, { headers: { authorization: `Bearer ${key}` } })
+        const response = await fetch(`${server.origin}/v1/pets`, {
+          headers: { authorization: `Bearer ${key}`, traceparent, "x-request-id": `traced-${i}` }
+        })
         expect(response.status).toBe(200)
       }
       expect((await fetch(`${server.origin}/metrics`)).status).toBe(404)
@@ -48,11 +52,27 @@ describe("observability of the executable", () => {
       expect(metrics["petstore_build_info"].data[0]).toMatchObject({ labels: { version: expect.any(String) }, value: 1 })
       expect(metrics["petstore_draining"].data[0]).toMatchObject({ value: 0 })
       expect(metrics["process_resident_memory_bytes"].type).toBe("gauge")
+      const listed = (metrics["http_server_request_duration_seconds"].data as Array<any>).find((series) =>
+        series.labels.http_route === "/v1/pets" && series.labels.http_response_status_code === "200"
+      )
+      expect(listed.count).toBe(3)
       expect(receiver.spans).toEqual([])
 
       expect((await server.kill("SIGTERM")).code).toBe(0)
-      expect(receiver.spans.length).toBeGreaterThan(0)
-      expect(receiver.spans[0].resource).toMatchObject({ "service.name": "petstore" })
+      // Sent by the drain's flush: the three requests' server spans and their statements, in the client's trace.
+      const servers = receiver.spans.filter((span) => span.name === "GET /v1/pets")
+      expect(servers).toHaveLength(3)
+      for (const span of servers) {
+        expect(span).toMatchObject({ traceId, parentSpanId: "00f067aa0ba902b7", resource: { "service.name": "petstore" } })
+        expect(receiver.spans.some((child) => child.parentSpanId === span.spanId && child.name === "SELECT pets")).toBe(true)
+      }
+      const requestLines = server.output().split("\n").filter((line) => line.includes("\"traced-"))
+        .map((line) => JSON.parse(line).annotations)
+      expect(requestLines).toHaveLength(3)
+      for (const line of requestLines) {
+        expect(line.traceId).toBe(traceId)
+        expect(servers.map((span) => span.spanId)).toContain(line.spanId)
+      }
       expect(server.output()).toContain("TRACING is no longer read")
       for (const body of receiver.bodies) expect(body.text).not.toContain(key.slice(key.lastIndexOf("_") + 1))
     }))
