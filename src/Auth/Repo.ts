@@ -4,7 +4,7 @@
 import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
-import { statementHook } from "../Observability/Hooks.js"
+import { statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "../Sqlite.js"
 
 const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
@@ -13,7 +13,7 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const sqlite = yield* Effect.serviceOption(SqliteDatabase)
-    const observe = yield* statementHook
+    const { observeStatement: observe, runStatement: run } = yield* statementHooks
     const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
     const info = sql`id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
 
@@ -88,10 +88,8 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
     const updateLastUsed = db.prepare<unknown, [string, string]>(updateSql.text)
     return {
       ...portable,
-      findById: (id: ApiKeyId) =>
-        observe(selectSql, Effect.try({ try: () => Option.fromNullable(selectOne.get(id)), catch: statementFailed })),
-      touch: (id: ApiKeyId, at: string) =>
-        observe(updateSql, Effect.try({ try: () => void updateLastUsed.run(at, id), catch: statementFailed }))
+      findById: (id: ApiKeyId) => run(selectSql, () => Option.fromNullable(selectOne.get(id)), statementFailed),
+      touch: (id: ApiKeyId, at: string) => run(updateSql, () => void updateLastUsed.run(at, id), statementFailed)
     }
   })
 }) {}

@@ -3,20 +3,31 @@
  * Prometheus text format (`Prometheus.ts`) and `@effect/opentelemetry`'s `OtlpMetrics` exports the same snapshot. Names
  * follow the OpenTelemetry semantic conventions as a Prometheus exporter spells them.
  *
- * The request path only bumps numbers: each (method, route, status) gets its tagged histogram once, cached here, and is
- * then updated with `unsafeUpdate` (a binary search over the buckets and a few additions, no fiber and no allocation).
+ * The request path only bumps numbers: each (method, route, status) gets its series once, cached here, and is then
+ * updated with `unsafeUpdate` (a binary search over the buckets and a few additions, no fiber and no allocation). A
+ * series is a metric of its own tagged key (`series`), not `Metric.tagged`, whose every update looks its series up in the
+ * registry again (a new key, hashed, per update: it cost more than the rest of the counting).
  * The process figures are read when the metrics are read (`refreshProcessMetrics`), not on a timer, except the
  * event-loop delay, which can only be seen by a timer.
  */
 import { readdirSync } from "node:fs"
-import { Metric, MetricBoundaries } from "effect"
+import { Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel } from "effect"
 import { drainingGauge } from "../Lifecycle.js"
 
 /** Buckets from 1 ms (petstore answers in a few) to 10 s, the semantic conventions' with two finer ones below 5 ms. */
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
 const STATEMENT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 
-export const requestDuration = Metric.histogram(
+/** One series of a metric: the metric of its tagged key, whose hook is looked up once and then kept. */
+const series = <Type extends MetricKeyType.MetricKeyType.Untyped>(
+  key: MetricKey.MetricKey<Type>,
+  labels: Record<string, string>
+) =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(key, Object.entries(labels).map(([name, value]) => MetricLabel.make(name, value)))
+  )
+
+const requestDurationKey = MetricKey.histogram(
   "http_server_request_duration_seconds",
   MetricBoundaries.fromIterable(REQUEST_BUCKETS),
   "Duration of HTTP server requests, by method, route and status"
@@ -26,7 +37,7 @@ export const requestsInFlight = Metric.gauge("http_server_active_requests", {
   description: "HTTP requests being answered"
 })
 
-export const statementDuration = Metric.histogram(
+const statementDurationKey = MetricKey.histogram(
   "db_client_operation_duration_seconds",
   MetricBoundaries.fromIterable(STATEMENT_BUCKETS),
   "Duration of database statements, by database system, operation and table"
@@ -49,18 +60,18 @@ const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", 
 
 export const methodLabel = (method: string): string => (KNOWN_METHODS.has(method) ? method : "_OTHER")
 
-const byRequestKind = new Map<string, Metric.Metric.Histogram<number>>()
+const byRequestKind = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, unknown>>()
 
 /** One answered request. `route` is the route template (`/v1/pets/{petId}`), `""` when no route matched. */
 export const recordRequest = (method: string, route: string, status: number, seconds: number): void => {
   const key = `${method} ${route} ${status}`
   let histogram = byRequestKind.get(key)
   if (histogram === undefined) {
-    histogram = requestDuration.pipe(
-      Metric.tagged("http_request_method", method),
-      Metric.tagged("http_route", route),
-      Metric.tagged("http_response_status_code", String(status))
-    )
+    histogram = series(requestDurationKey, {
+      http_request_method: method,
+      http_route: route,
+      http_response_status_code: String(status)
+    })
     byRequestKind.set(key, histogram)
   }
   histogram.unsafeUpdate(seconds, [])
@@ -70,17 +81,17 @@ export const addInFlight = (delta: number): void => requestsInFlight.unsafeModif
 
 // ---------------------------------------------------------------------------------------------------------- statements
 
-const byStatementKind = new Map<string, Metric.Metric.Histogram<number>>()
+const byStatementKind = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, unknown>>()
 
 export const recordStatement = (system: string, operation: string, collection: string, seconds: number): void => {
   const key = `${system} ${operation} ${collection}`
   let histogram = byStatementKind.get(key)
   if (histogram === undefined) {
-    histogram = statementDuration.pipe(
-      Metric.tagged("db_system_name", system),
-      Metric.tagged("db_operation_name", operation),
-      Metric.tagged("db_collection_name", collection)
-    )
+    histogram = series(statementDurationKey, {
+      db_system_name: system,
+      db_operation_name: operation,
+      db_collection_name: collection
+    })
     byStatementKind.set(key, histogram)
   }
   histogram.unsafeUpdate(seconds, [])
@@ -88,9 +99,9 @@ export const recordStatement = (system: string, operation: string, collection: s
 
 // --------------------------------------------------------------------------------------------------------------- pools
 
-const connections = Metric.gauge("db_client_connection_count", { description: "Connections of the pool, by state" })
-const idleConnections = connections.pipe(Metric.tagged("db_client_connection_state", "idle"))
-const usedConnections = connections.pipe(Metric.tagged("db_client_connection_state", "used"))
+const connections = MetricKey.gauge("db_client_connection_count", { description: "Connections of the pool, by state" })
+const idleConnections = series(connections, { db_client_connection_state: "idle" })
+const usedConnections = series(connections, { db_client_connection_state: "used" })
 const pendingRequests = Metric.gauge("db_client_connection_pending_requests", {
   description: "Requests waiting for a connection of the pool"
 })

@@ -88,35 +88,47 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
       })
     })
 
-  // On PostgreSQL `@effect/sql` makes the statement's span itself (`sql.execute`); on SQLite the statement is run on
-  // the driver directly, so the span is made here: `{operation} {table}`, a child of the request's span.
-  const traced = (tracer: SamplingTracer) => <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>) =>
-    statement.system === "postgresql" ? effect : Effect.withFiberRuntime<A, E, R>((fiber) => {
-      const parent = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
-      if (Option.isNone(parent) || !parent.value.sampled) return effect
-      const span = tracer.span(
-        `${statement.operation} ${statement.collection}`,
-        parent,
-        Context.empty(),
-        NO_LINKS,
-        clock.unsafeCurrentTimeNanos(),
-        "client"
-      )
-      span.attribute("db.system.name", statement.system)
-      span.attribute("db.operation.name", statement.operation)
-      span.attribute("db.collection.name", statement.collection)
-      if (statement.text !== undefined) span.attribute("db.query.text", statement.text)
-      return Effect.onExit(effect, (exit) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit)))
+  /** A statement's span, `{operation} {table}`, a child of the fiber's span when that one is sampled. */
+  const statementSpan = (context: Context.Context<never>, statement: Statement): Tracer.Span | undefined => {
+    const parent = Context.getOption(context, Tracer.ParentSpan)
+    if (tracer === undefined || Option.isNone(parent) || !parent.value.sampled) return undefined
+    const span = tracer.span(
+      `${statement.operation} ${statement.collection}`,
+      parent,
+      Context.empty(),
+      NO_LINKS,
+      clock.unsafeCurrentTimeNanos(),
+      "client"
+    )
+    span.attribute("db.system.name", statement.system)
+    span.attribute("db.operation.name", statement.operation)
+    span.attribute("db.collection.name", statement.collection)
+    if (statement.text !== undefined) span.attribute("db.query.text", statement.text)
+    return span
+  }
+
+  const runStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
+    Effect.withFiberRuntime((fiber) => {
+      const span = statementSpan(fiber.currentContext, statement)
+      const started = performance.now()
+      let exit: Exit.Exit<ReturnType<typeof run>, ReturnType<typeof onError>>
+      try {
+        exit = Exit.succeed(run())
+      } catch (cause) {
+        exit = Exit.fail(onError(cause))
+      }
+      if (metrics) {
+        recordStatement(statement.system, statement.operation, statement.collection, (performance.now() - started) / 1000)
+      }
+      span?.end(clock.unsafeCurrentTimeNanos(), exit)
+      return exit
     })
 
-  const observeStatement: ObservabilityHooks["observeStatement"] = tracer === undefined
-    ? (metrics ? timed : (_statement, effect) => effect)
-    : metrics
-    ? (statement, effect) => timed(statement, traced(tracer)(statement, effect))
-    : (statement, effect) => traced(tracer)(statement, effect)
+  // `@effect/sql` makes the statement's span itself (`sql.execute`): here, its duration.
+  const observeStatement: ObservabilityHooks["observeStatement"] = metrics ? timed : (_statement, effect) => effect
 
   const observePool: ObservabilityHooks["observePool"] = (pool, max) =>
     metrics ? Effect.acquireRelease(Effect.sync(() => addPool(pool, max)), (stop) => Effect.sync(stop)) : Effect.void
 
-  return { observeRequest, observeStatement, observePool }
+  return { observeRequest, observeStatement, runStatement, observePool }
 }

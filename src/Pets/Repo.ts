@@ -9,7 +9,7 @@ import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import type { Database } from "bun:sqlite"
 import { Effect, Option, Schema } from "effect"
 import { CategoryId, NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
-import { type ObservabilityHooks, type Statement, statementHook } from "../Observability/Hooks.js"
+import { type Statement, statementHooks, type StatementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "../Sqlite.js"
 
 /** A BIGINT column as the drivers return it: a number from SQLite, a decimal string from PostgreSQL. */
@@ -55,7 +55,7 @@ const SELECT: Omit<Statement, "system"> = { operation: "SELECT", collection: "pe
 const sqliteStatement = (base: Omit<Statement, "system">, text: string): Statement => ({ ...base, system: "sqlite", text })
 
 /** SQLite: the same statements, prepared once on the database. */
-const sqliteRepository = (db: Database, observe: ObservabilityHooks["observeStatement"]): PetsRepository => {
+const sqliteRepository = (db: Database, { runStatement: run }: StatementHooks): PetsRepository => {
   const insertSql = sqliteStatement(INSERT, `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`)
   const findOneSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id = ?`)
   const pageSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
@@ -65,12 +65,12 @@ const sqliteRepository = (db: Database, observe: ObservabilityHooks["observeStat
   const page = db.prepare<Pet, [number, number]>(pageSql.text!)
   const pageByStatus = db.prepare<Pet, [string, number, number]>(pageByStatusSql.text!)
   return {
-    create: (pet) =>
-      observe(insertSql, Effect.try({ try: () => insert.get(pet.name, pet.categoryId, pet.status)!, catch: statementFailed })),
-    findById: (id) => observe(findOneSql, Effect.try({ try: () => Option.fromNullable(findOne.get(id)), catch: statementFailed })),
+    create: (pet) => run(insertSql, () => insert.get(pet.name, pet.categoryId, pet.status)!, statementFailed),
+    findById: (id) => run(findOneSql, () => Option.fromNullable(findOne.get(id)), statementFailed),
     list: (options) =>
-      observe(options.status === undefined ? pageSql : pageByStatusSql, Effect.try({
-        try: (): Page => {
+      run(
+        options.status === undefined ? pageSql : pageByStatusSql,
+        (): Page => {
           const after = options.after ?? 0
           const rows = options.status === undefined
             ? page.all(after, options.limit + 1)
@@ -79,16 +79,17 @@ const sqliteRepository = (db: Database, observe: ObservabilityHooks["observeStat
           if (more) rows.length = options.limit
           return { pets: rows, more }
         },
-        catch: statementFailed
-      }))
+        statementFailed
+      )
   }
 }
 
 export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
   effect: Effect.gen(function*() {
     const sqlite = yield* Effect.serviceOption(SqliteDatabase)
-    const observe = yield* statementHook
-    if (Option.isSome(sqlite)) return sqliteRepository(sqlite.value, observe)
+    const hooks = yield* statementHooks
+    if (Option.isSome(sqlite)) return sqliteRepository(sqlite.value, hooks)
+    const observe = hooks.observeStatement
     const sql = yield* SqlClient.SqlClient
     const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
     const portableInsert: Statement = { ...INSERT, system }
