@@ -10,23 +10,23 @@ export interface SpanSink {
   readonly offer: (span: RecordingSpan) => void
 }
 
-// Random ids from a pool of random bytes, refilled from the system's generator.
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"))
-const pool = new Uint8Array(4096)
-let poolAt = pool.length
+// Random ids cut from a pool of random hex digits, refilled from the system's generator 4 KiB at a time: every request
+// draws a trace id (its sampling is decided on it), so it has to be cheap.
+const bytes = Buffer.alloc(4096)
+let pool = ""
+let poolAt = 0
 
-const randomHex = (bytes: number): string => {
-  if (poolAt + bytes > pool.length) {
-    crypto.getRandomValues(pool)
+const randomHex = (digits: number): string => {
+  if (poolAt + digits > pool.length) {
+    crypto.getRandomValues(bytes)
+    pool = bytes.toString("hex")
     poolAt = 0
   }
-  let out = ""
-  for (let i = 0; i < bytes; i++) out += HEX[pool[poolAt++]]
-  return out
+  return pool.slice(poolAt, poolAt += digits)
 }
 
-export const newTraceId = (): string => randomHex(16)
-export const newSpanId = (): string => randomHex(8)
+export const newTraceId = (): string => randomHex(32)
+export const newSpanId = (): string => randomHex(16)
 
 export class RecordingSpan implements Tracer.Span {
   readonly _tag = "Span"
