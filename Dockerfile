@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # petstore as a container: one compiled executable on a small glibc image, running as a non-root user,
 # its SQLite database on the /data volume.
 #   docker build -t petstore .

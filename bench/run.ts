@@ -168,6 +168,8 @@ interface Variant {
   readonly env: Record<string, string>
   /** Request headers the feature needs to do its work (a browser's Origin for CORS). */
   readonly headers?: ReadonlyArray<string>
+  /** A wrk script of its own, in place of the scenario's (an Idempotency-Key that differs on every request). */
+  readonly script?: string
   readonly scenarios: ReadonlyArray<string>
 }
 
@@ -185,6 +187,18 @@ const VARIANTS: ReadonlyArray<Variant> = [
     env: { CORS_ORIGINS: "https://app.example.com" },
     headers: ["Origin: https://app.example.com"],
     scenarios: ["list 20", "filtered list, deep cursor", "get one", "create"]
+  },
+  // A quota far above what the load reaches: the cost of counting and stating it, never a 429.
+  {
+    name: "RATE_LIMIT on (never reached)",
+    env: { RATE_LIMIT: "100000000/second" },
+    scenarios: ["list 20", "get one", "create"]
+  },
+  {
+    name: "Idempotency-Key on every create",
+    env: {},
+    script: join(ROOT, "bench", "create-idempotent.lua"),
+    scenarios: ["create"]
   }
 ]
 
@@ -298,7 +312,11 @@ const main = async () => {
       }
       for (const [variant, server] of variantServers) {
         for (const scenario of SCENARIOS.filter((s) => variant.scenarios.includes(s.name))) {
-          add(`${scenario.name} / ${variant.name}`, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script, DURATION, variant.headers))
+          add(
+            `${scenario.name} / ${variant.name}`,
+            server.name,
+            wrk(server.origin + scenario.path(PETS), key, variant.script ?? scenario.script, DURATION, variant.headers)
+          )
         }
       }
     }

@@ -1,113 +1,187 @@
 /**
- * The command line: `serve` (the default), `keys create|list|revoke`, `openapi`. Flags override the environment.
+ * The command line: `serve` (the default), `keys create|list|revoke`, `openapi`, `healthcheck`. Flags override the
+ * environment. stdout carries only a command's result; notes, logs (in the configured format) and errors go to stderr.
  */
-import { Args, Command, Options, ValidationError } from "@effect/cli"
+import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
 import { BunContext } from "@effect/platform-bun"
-import { Console, Effect, Layer, Redacted, Schema } from "effect"
+import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
-import { Host, Port, ServersConfig } from "./Config.js"
+import { Host, parsePort, Port, ServersConfig } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
+import { type CommandPath, commandPathOf, helpText } from "./Help.js"
 import { LoggingLive } from "./Logging.js"
 import { serve as serveHandler, VERSION } from "./Serve.js"
 import * as Sql from "./Sql.js"
 
-const database = Options.redacted("database").pipe(
-  Options.withDescription("SQLite file path, ':memory:', or a postgres:// URL (DATABASE_URL)"),
-  Options.withFallbackConfig(Sql.DatabaseUrl)
-)
-const host = Options.text("host").pipe(
-  Options.withDescription("listen address (HOST)"),
-  Options.withFallbackConfig(Host)
-)
-const port = Options.integer("port").pipe(
-  Options.withDescription("listen port (PORT)"),
+/** A command line that cannot be run as given: the message names the command and points to its help. Exit code 2. */
+export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
+  command: Schema.String,
+  problem: Schema.String
+}) {
+  override get message() {
+    const command = ["petstore", this.command].filter((word) => word !== "").join(" ")
+    return `${command}: ${this.problem}\nRun '${command} --help' for usage.`
+  }
+}
+
+/** A command that ran and failed (a key that does not exist, a server that does not answer). Exit code 1. */
+export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandFailed", { message: Schema.String }) {}
+
+/** A line on stderr, without the colour Bun's console gives `console.error` on a terminal. */
+const note = (line: string) => Effect.sync(() => void process.stderr.write(`${line}\n`))
+
+/** The message of a failed decode: the schema's own rule ("a key name is 1 to 100 characters"). */
+const ruleOf = (error: ParseResult.ParseError) => ParseResult.ArrayFormatter.formatErrorSync(error)[0]?.message ?? error.message
+
+/** `text` decoded by `schema`, or a usage error that says what `what` must be. */
+const decodeArgument = <A>(schema: Schema.Schema<A, string>, command: CommandPath, what: string, text: string) =>
+  Either.match(Schema.decodeEither(schema)(text), {
+    onLeft: (error) => new UsageError({ command, problem: `${what}: ${ruleOf(error)} (got ${JSON.stringify(text)}).` }),
+    onRight: Effect.succeed
+  })
+
+const database = Options.redacted("database").pipe(Options.withFallbackConfig(Sql.DatabaseUrl))
+const host = Options.text("host").pipe(Options.withFallbackConfig(Host))
+// The same rule and message as the PORT variable.
+const port = Options.text("port").pipe(
+  Options.mapEffect((text) =>
+    Either.match(parsePort(text), {
+      onLeft: (must) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--port ${must} (got ${JSON.stringify(text)}).`))),
+      onRight: Effect.succeed
+    })
+  ),
   Options.withFallbackConfig(Port)
 )
 
 const serveOptions = { host, port, database }
 
-const serve = Command.make("serve", serveOptions, serveHandler).pipe(
-  Command.withDescription("Run the HTTP service (the default command).")
-)
+const serve = Command.make("serve", serveOptions, serveHandler)
 
-const withKeys = (databaseUrl: Redacted.Redacted<string>) =>
-  Effect.provide(Layer.merge(ApiKeys.Default.pipe(Layer.provide(Sql.layer(databaseUrl))), LoggingLive("stderr")))
+/** The keys service on the database, its layers built with the logger in place (their logs go to stderr too). */
+const withKeys = (databaseUrl: Redacted.Redacted<string>) => <A, E>(effect: Effect.Effect<A, E, ApiKeys>) =>
+  effect.pipe(
+    Effect.provide(ApiKeys.Default.pipe(Layer.provide(Sql.layer(databaseUrl)))),
+    Effect.provide(LoggingLive("stderr"))
+  )
 
-const keysCreate = Command.make(
-  "create",
-  { name: Options.text("name").pipe(Options.withDescription("who or what the key is for")), database },
-  ({ database, name }) =>
-    Effect.gen(function*() {
-      const keys = yield* ApiKeys
-      const keyName = yield* Schema.decodeUnknown(KeyName)(name)
-      const created = yield* keys.create(keyName)
-      yield* Console.error(`Created API key ${created.id} (${created.name}). It is shown once; store it now:`)
-      yield* Console.log(Redacted.value(created.key))
-    }).pipe(withKeys(database))
-).pipe(Command.withDescription("Issue an API key; prints the key alone on the last line of stdout."))
+const keysCreate = Command.make("create", { name: Options.text("name"), database }, ({ database, name }) =>
+  Effect.gen(function*() {
+    const keyName = yield* decodeArgument(KeyName, "keys create", "--name", name)
+    const created = yield* (yield* ApiKeys).create(keyName)
+    yield* note(`Created API key ${created.id} (${created.name}). It is shown once; store it now:`)
+    yield* Console.log(Redacted.value(created.key))
+  }).pipe(withKeys(database)))
 
 const keysList = Command.make("list", { database }, ({ database }) =>
   Effect.gen(function*() {
-    const keys = yield* ApiKeys
-    const all = yield* keys.list
+    const all = yield* (yield* ApiKeys).list
     const rows = [
       ["ID", "NAME", "CREATED", "LAST USED", "REVOKED"],
       ...all.map((key) => [key.id, key.name, key.createdAt, key.lastUsedAt ?? "-", key.revokedAt ?? "-"])
     ]
     const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)))
     for (const row of rows) yield* Console.log(row.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd())
-  }).pipe(withKeys(database))).pipe(Command.withDescription("List API keys (never the keys themselves)."))
+  }).pipe(withKeys(database)))
 
-const keysRevoke = Command.make(
-  "revoke",
-  { id: Args.text({ name: "ID" }).pipe(Args.withDescription("the key id, as `keys list` shows it")), database },
-  ({ database, id }) =>
-    Effect.gen(function*() {
-      const keys = yield* ApiKeys
-      const keyId = yield* Schema.decodeUnknown(ApiKeyId)(id)
-      const revoked = yield* keys.revoke(keyId)
-      if (!revoked) return yield* Effect.fail(new KeyNotFound({ id }))
-      yield* Console.log(`Revoked API key ${keyId}.`)
-    }).pipe(withKeys(database))
-).pipe(Command.withDescription("Revoke an API key: requests with it get 401 from then on."))
+const keysRevoke = Command.make("revoke", { id: Args.text({ name: "ID" }), database }, ({ database, id }) =>
+  Effect.gen(function*() {
+    const keyId = yield* decodeArgument(ApiKeyId, "keys revoke", "ID", id)
+    const keys = yield* ApiKeys
+    const existing = (yield* keys.list).find((key) => key.id === keyId)
+    if (existing === undefined) {
+      return yield* new CommandFailed({ message: `No API key has the id ${keyId}; 'petstore keys list' shows the ids.` })
+    }
+    if (existing.revokedAt !== null) return yield* Console.log(`API key ${keyId} was already revoked at ${existing.revokedAt}.`)
+    yield* keys.revoke(keyId)
+    yield* Console.log(`Revoked API key ${keyId} (${existing.name}).`)
+  }).pipe(withKeys(database)))
 
-class KeyNotFound extends Schema.TaggedError<KeyNotFound>()("KeyNotFound", { id: Schema.String }) {
-  override get message() {
-    return `No API key has the id ${this.id}.`
-  }
-}
-
-const keys = Command.make("keys").pipe(
-  Command.withDescription("Manage API keys."),
-  Command.withSubcommands([keysCreate, keysList, keysRevoke])
-)
+const keys = Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke]))
 
 const openapi = Command.make("openapi", {}, () =>
-  Effect.flatMap(ServersConfig, (servers) => Console.log(JSON.stringify(openApiDocument(servers), null, 2)))).pipe(
-    Command.withDescription("Print the OpenAPI document that GET /openapi.json serves.")
-  )
+  Effect.flatMap(ServersConfig, (servers) => Console.log(JSON.stringify(openApiDocument(servers), null, 2))))
 
-/** The container's HEALTHCHECK: asks the local server's /healthz, exits non-zero unless it answers 200. */
-const healthcheck = Command.make("healthcheck", { port }, ({ port }) =>
-  HttpClient.get(`http://127.0.0.1:${port}/healthz`).pipe(
+/** Where a server listening on `host` is reached from this machine: a wildcard address is asked on loopback. */
+export const healthcheckUrl = (host: string, port: number): string => {
+  const target = host === "" || host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host
+  return `http://${target.includes(":") ? `[${target}]` : target}:${port}/healthz`
+}
+
+/** Why a connection failed, in a few words (`connection refused`). */
+const reasonOf = (cause: unknown): string | undefined => {
+  const { code, message } = (cause ?? {}) as { code?: unknown; message?: unknown }
+  if (code === "ECONNREFUSED") return "connection refused"
+  return typeof code === "string" ? code : typeof message === "string" ? message : undefined
+}
+
+/** The container's HEALTHCHECK: asks the server's /healthz, exits non-zero unless it answers 200. */
+const healthcheck = Command.make("healthcheck", { host, port }, ({ host, port }) => {
+  const url = healthcheckUrl(host, port)
+  return HttpClient.get(url).pipe(
     Effect.flatMap(HttpClientResponse.filterStatusOk),
-    Effect.timeout("2 seconds"),
+    Effect.timeoutFail({
+      duration: "2 seconds",
+      onTimeout: () => new CommandFailed({ message: `${url} did not answer within 2 seconds.` })
+    }),
+    Effect.catchTags({
+      RequestError: (error) =>
+        new CommandFailed({
+          message: `no server answers at ${url} (${reasonOf(error.cause) ?? error.reason}). ` +
+            `Is 'petstore serve' running there? Set HOST and PORT (or --host, --port) to the address it listens on.`
+        }),
+      ResponseError: (error) => new CommandFailed({ message: `${url} answered ${error.response.status}, not 200.` })
+    }),
     Effect.zipRight(Console.log("ok")),
-    Effect.provide(FetchHttpClient.layer)
-  )).pipe(Command.withDescription("Check that the server on PORT answers GET /healthz (for container health checks)."))
+    Effect.provide(FetchHttpClient.layer),
+    Effect.provide(LoggingLive("stderr"))
+  )
+})
 
 export const cli = Command.make("petstore", serveOptions, serveHandler).pipe(
-  Command.withDescription("The pet store catalogue service."),
   Command.withSubcommands([serve, keys, openapi, healthcheck])
 )
 
-export const run = Command.run(cli, { name: "petstore", version: VERSION })
+const HELP_FLAGS = ["-h", "--help"]
+
+const parserConfig = CliConfig.make({ showBuiltIns: false })
+
+/** The text of a parser's complaint, without the colour codes it is rendered with. */
+const plain = (doc: HelpDoc.HelpDoc) => HelpDoc.toAnsiText(doc).replace(/\x1b\[[0-9;]*m/g, "").trim()
+
+/**
+ * The whole command line, given the arguments after the program's name. Help and the version are answered here, the
+ * rest is parsed by @effect/cli; a command line it refuses fails with a `UsageError` (shown by `main.ts`).
+ */
+const runArgs = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const command = commandPathOf(args[0] === "help" ? args.slice(1) : args)
+    if (args[0] === "help" || args.some((arg) => HELP_FLAGS.includes(arg))) return yield* Console.log(helpText(command, VERSION))
+    if (args.length === 1 && args[0] === "--version") return yield* Console.log(VERSION)
+    const directive = yield* CommandDescriptor.parse(cli.descriptor, ["petstore", ...args], parserConfig).pipe(
+      Effect.mapError((error) => new UsageError({ command, problem: plain(error.error) }))
+    )
+    if (directive._tag === "BuiltIn") {
+      return yield* new UsageError({ command, problem: `unknown option (see the options below --help).` })
+    }
+    if (directive.leftover.length > 0) {
+      const [first] = directive.leftover
+      // A flag left over is an unknown one, or a known one without its value (`--database` at the end).
+      const problem = first.startsWith("-")
+        ? `'${first}' is not an option of this command, or its value is missing.`
+        : `unexpected argument '${first}'.`
+      return yield* new UsageError({ command, problem })
+    }
+    return yield* cli.transform(cli.handler(directive.value), directive.value).pipe(
+      // `keys` alone: the parser asks for its help, which is a usage error here.
+      Effect.catchSome((error: unknown) =>
+        ValidationError.isValidationError(error) && ValidationError.isHelpRequested(error)
+          ? Option.some(new UsageError({ command, problem: "a command is needed: create, list or revoke." }))
+          : Option.none()
+      )
+    )
+  })
 
 /** The whole command line, given `process.argv`, with the platform services the parser needs. */
-export const main = (argv: ReadonlyArray<string>) => run(argv).pipe(Effect.provide(BunContext.layer))
-
-/** Failures the command line has already shown to the user (usage errors). */
-export const reportsItself = (error: unknown): boolean => ValidationError.isValidationError(error)
-
+export const main = (argv: ReadonlyArray<string>) => runArgs(argv.slice(2)).pipe(Effect.provide(BunContext.layer))

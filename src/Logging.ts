@@ -2,9 +2,9 @@
  * The Effect logger, configured by `LOG_FORMAT` (json lines, or pretty on a terminal) and `LOG_LEVEL`.
  * The server logs to stdout; the other commands log to stderr, so their stdout carries only their output.
  */
-import { Context, Effect, type HashMap, Layer, Logger } from "effect"
+import { Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option } from "effect"
 import { writeSync } from "node:fs"
-import { LogFormatConfig, LogLevelConfig } from "./Config.js"
+import { logFormat, LogLevelConfig } from "./Config.js"
 
 /**
  * JSON lines to stdout, written in batches: the lines of one turn of the event loop go out in one write at the end of
@@ -43,7 +43,7 @@ export interface RequestLogFields {
 }
 
 /** Writes a request's line: its fields, after the log annotations of the request (its request id, its key id, …). */
-export type RequestLogWriter = (fields: RequestLogFields, annotations: HashMap.HashMap<string, unknown>) => void
+export type RequestLogWriter = (fields: RequestLogFields, annotations: Readonly<Record<string, unknown>>) => void
 
 /**
  * The one `request` line of a request, written without going through the Effect logger: the same JSON line
@@ -54,7 +54,7 @@ export class RequestLog extends Context.Tag("Logging/RequestLog")<RequestLog, Re
 
 const writeRequestLine: RequestLogWriter = (fields, annotations) => {
   let annotated = ""
-  for (const [name, value] of annotations) annotated += `${JSON.stringify(name)}:${JSON.stringify(value)},`
+  for (const name in annotations) annotated += `${JSON.stringify(name)}:${JSON.stringify(annotations[name])},`
   stdoutLines(
     `{"message":"request","logLevel":"INFO","timestamp":"${new Date().toISOString()}","annotations":{${annotated}"method":${
       JSON.stringify(fields.method)
@@ -62,9 +62,41 @@ const writeRequestLine: RequestLogWriter = (fields, annotations) => {
   )
 }
 
+/**
+ * The request being served, as its log lines name it: its id, and the annotations set while serving it (the key id
+ * that authenticated). The server puts it in the context of the request's fiber, which the fibers it starts inherit;
+ * `withRequestAnnotations` adds it to every line they log.
+ */
+export class RequestLogContext extends Context.Tag("Logging/RequestLogContext")<RequestLogContext, {
+  readonly requestId: string
+  readonly annotations: Record<string, unknown>
+}>() {}
+
+/**
+ * Annotates the request being served: every line logged for it from now on carries the annotation, its `request` line
+ * included. Outside a request, the current fiber's log annotations.
+ */
+export const annotateRequest = (name: string, value: unknown): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(RequestLogContext), (request) =>
+    Option.isSome(request)
+      ? Effect.sync(() => {
+        request.value.annotations[name] = value
+      })
+      : FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(name, value)))
+
+/** The logger, adding to each line the request it is logged for (found in the logging fiber's context). */
+export const withRequestAnnotations = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> =>
+  Logger.mapInputOptions(logger, (options) => {
+    const request = Context.getOption(FiberRefs.getOrDefault(options.context, FiberRef.currentContext), RequestLogContext)
+    if (Option.isNone(request)) return options
+    let annotations = HashMap.set(options.annotations, "requestId", request.value.requestId as unknown)
+    for (const name in request.value.annotations) annotations = HashMap.set(annotations, name, request.value.annotations[name])
+    return { ...options, annotations }
+  })
+
 export const LoggingLive = (target: "stdout" | "stderr") =>
   Layer.unwrapEffect(Effect.gen(function*() {
-    const format = yield* LogFormatConfig
+    const format = yield* logFormat(target)
     const level = yield* LogLevelConfig
     const base = format === "json" ? Logger.jsonLogger : Logger.prettyLoggerDefault
     const logger = format === "json"

@@ -6,7 +6,9 @@
  */
 import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Config, type ConfigError, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Config, type ConfigError, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { duration } from "./Config.js"
+import { type DatabaseFileError, explainingOpenFailures, sqliteFile } from "./DatabaseFile.js"
 import { migrations } from "./migrations/index.js"
 import { Observability, type PoolState } from "./Observability/Hooks.js"
 import * as Sqlite from "./Sqlite.js"
@@ -22,9 +24,9 @@ export interface PostgresTimeouts {
 }
 
 export const PostgresTimeoutsConfig: Config.Config<PostgresTimeouts> = Config.all({
-  connect: Config.duration("DB_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
-  query: Config.duration("DB_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
-  startup: Config.duration("DB_STARTUP_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+  connect: duration("DB_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  query: duration("DB_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  startup: duration("DB_STARTUP_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
 })
 
 const POSTGRES_URL = /^postgres(?:ql)?:\/\//i
@@ -101,10 +103,15 @@ export const MigrationsLive = Layer.effectDiscard(
  * SQLite: the client, migrated, then (for a file) the repositories' own connection to it, opened once the file has its
  * tables and its journal mode.
  */
-const sqlite = (filename: string) => {
-  const migrated = MigrationsLive.pipe(Layer.provideMerge(Sqlite.client(filename)))
-  return Sqlite.isInMemory(filename) ? migrated : Sqlite.statements(filename).pipe(Layer.provideMerge(migrated))
-}
+const sqlite = (url: string) =>
+  Either.match(sqliteFile(url), {
+    onLeft: (error) => Layer.fail(error),
+    onRight: (filename) => {
+      const migrated = MigrationsLive.pipe(Layer.provideMerge(Sqlite.client(filename)))
+      return (Sqlite.isInMemory(filename) ? migrated : Sqlite.statements(filename).pipe(Layer.provideMerge(migrated)))
+        .pipe(explainingOpenFailures(filename))
+    }
+  })
 
 // --------------------------------------------------------------------------------------------------------- PostgreSQL
 
@@ -168,7 +175,8 @@ const pool = (Pool: new(options: object) => PgPool, url: string, connectTimeout:
     }).pipe(
       Effect.timeoutFail({
         duration: connectTimeout,
-        onTimeout: () => new SqlError.SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+        onTimeout: () =>
+          new SqlError.SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
       })
     )
     const observability = yield* Effect.serviceOption(Observability)
@@ -186,12 +194,14 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
   const server = serverOf(value)
   const password = URL.canParse(value) ? decoded(new URL(value).password) : ""
   const isSqlError = (error: SqlError.SqlError | Migrator.MigrationError) => error._tag === "SqlError"
-  // A failed migration is not retried: only a database that does not answer (yet).
+  // A failed migration is not retried: only a database that does not answer (yet). The warning is logged only when
+  // another attempt follows, so that nothing comes after the final message.
   const retry = Schedule.spaced("1 second").pipe(
     Schedule.whileInput(isSqlError),
     Schedule.upTo(timeouts.startup),
-    Schedule.tapInput((error: SqlError.SqlError | Migrator.MigrationError) =>
-      isSqlError(error)
+    Schedule.passthrough,
+    Schedule.onDecision((error: SqlError.SqlError | Migrator.MigrationError, decision) =>
+      decision._tag === "Continue"
         ? Effect.logWarning(`PostgreSQL at ${server} does not answer yet; retrying`).pipe(
           Effect.annotateLogs("reason", reasonOf(error, password))
         )
@@ -204,7 +214,9 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
       Effect.map(
         Effect.promise(() => Promise.all([import("@effect/sql-pg"), importPg()])),
         ([{ PgClient: Pg }, pg]): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> =>
-          Pg.layerFromPool({ acquire: pool(pg.default.Pool, withStatementTimeouts(value, timeouts.query), timeouts.connect) })
+          Pg.layerFromPool({
+            acquire: pool(pg.default.Pool, withStatementTimeouts(value, timeouts.query), timeouts.connect)
+          })
       )
     )),
     Layer.retry(retry),
@@ -224,7 +236,7 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
 
 // ------------------------------------------------------------------------------------------------------------- choice
 
-export type DatabaseError = DatabaseUnavailable | Migrator.MigrationError | SqlError.SqlError | ConfigError.ConfigError
+export type DatabaseError = DatabaseUnavailable | DatabaseFileError | Migrator.MigrationError | SqlError.SqlError | ConfigError.ConfigError
 
 /**
  * The migrated SQL client for a database URL. PostgreSQL's timeouts are the given ones, else those of the environment

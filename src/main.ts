@@ -5,25 +5,46 @@
  * parser (`Cli.ts`), `serve` with flags included.
  */
 import { BunRuntime } from "@effect/platform-bun"
-import { Cause, Console, Effect, Option } from "effect"
+import { Cause, ConfigError, Effect, Exit, Option } from "effect"
+import { describeConfigError } from "./Config.js"
 
 const args = process.argv.slice(2)
 const servesFromEnvironment = args.length === 0 || (args.length === 1 && args[0] === "serve")
 
-/** A failure that stops the program: one readable line on stderr (unless already shown), exit 1. */
-const report = (reportsItself: (error: unknown) => boolean) => (cause: Cause.Cause<unknown>) =>
-  Option.match(Cause.failureOption(cause), {
-    onNone: () => Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`petstore: ${Cause.pretty(cause)}`),
-    onSome: (error) =>
-      reportsItself(error)
-        ? Effect.void
-        : Console.error(`petstore: ${error instanceof Error && error.message !== "" ? error.message : String(error)}`)
+/** A command line the parser refused (`Cli.UsageError`): its message names the command already. */
+const isUsageError = (error: unknown): error is Error => (error as { _tag?: unknown })?._tag === "UsageError"
+
+/** The lines that tell a person why the program stopped, each naming the program. */
+const describe = (error: unknown): string => {
+  if (isUsageError(error)) return error.message
+  const text = ConfigError.isConfigError(error)
+    ? describeConfigError(error)
+    : error instanceof Error && error.message !== "" ? error.message : String(error)
+  return text.split("\n").map((line) => `petstore: ${line}`).join("\n")
+}
+
+/** A failure that stops the program: readable lines on stderr, plain (Bun colours `console.error` on a terminal). */
+const report = (cause: Cause.Cause<unknown>) =>
+  Effect.sync(() => {
+    const text = Option.match(Cause.failureOption(cause), {
+      onNone: () => Cause.isInterruptedOnly(cause) ? undefined : `petstore: ${Cause.pretty(cause)}`,
+      onSome: describe
+    })
+    if (text !== undefined) process.stderr.write(`${text}\n`)
   })
 
-const program: Effect.Effect<unknown, unknown> = servesFromEnvironment
-  ? Effect.flatMap(Effect.promise(() => import("./Serve.js")), (serve) =>
-    serve.serveFromEnvironment.pipe(Effect.tapErrorCause(report(() => false))))
-  : Effect.flatMap(Effect.promise(() => import("./Cli.js")), (cli) =>
-    cli.main(process.argv).pipe(Effect.tapErrorCause(report(cli.reportsItself))))
+/** 2 for a command line that cannot be run as given, 1 for any other failure, 0 otherwise. */
+const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
+  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
+  return Option.match(Cause.failureOption(exit.cause), { onNone: () => 1, onSome: (error) => isUsageError(error) ? 2 : 1 })
+}
 
-BunRuntime.runMain(program, { disablePrettyLogger: true, disableErrorReporting: true })
+const program: Effect.Effect<unknown, unknown> = servesFromEnvironment
+  ? Effect.flatMap(Effect.promise(() => import("./Serve.js")), (serve) => serve.serveFromEnvironment)
+  : Effect.flatMap(Effect.promise(() => import("./Cli.js")), (cli) => cli.main(process.argv))
+
+BunRuntime.runMain(program.pipe(Effect.tapErrorCause(report)), {
+  disablePrettyLogger: true,
+  disableErrorReporting: true,
+  teardown: (exit, onExit) => onExit(exitCode(exit))
+})

@@ -131,6 +131,7 @@ describe("petstore command line", { timeout: 120_000 }, () => {
         .flatMap((operations) => Object.values(operations).map((operation) => operation.operationId))
       expect(operationIds.sort()).toEqual(["createPet", "getPet", "listPets"])
       expect(document.servers.map((server: { url: string }) => server.url)).toEqual([
+        "/v1",
         "https://pets.example.test/v1",
         "http://staging.pets.example.test/v1"
       ])
@@ -183,14 +184,14 @@ describe("petstore command line", { timeout: 120_000 }, () => {
     const { command, value, variable } of [
       { command: [], variable: "PORT", value: "abc" },
       { command: ["serve"], variable: "PORT", value: "abc" },
-      // An ephemeral port, should the server start despite the bad level (then the run times out and the test fails).
-      { command: ["serve", "--port", "0"], variable: "LOG_LEVEL", value: "loud" },
+      // A real port: should the server start despite the bad level (then the run times out and the test fails).
+      { command: ["serve", "--port", "65535"], variable: "LOG_LEVEL", value: "loud" },
       { command: ["keys", "list"], variable: "LOG_LEVEL", value: "loud" },
       { command: ["keys", "list"], variable: "LOG_FORMAT", value: "yaml" },
       { command: ["openapi"], variable: "PUBLIC_URL", value: "ftp://pets.example.test/v1" },
       { command: ["openapi"], variable: "STAGING_URL", value: "not a url" },
-      { command: ["serve", "--port", "0"], variable: "SHUTDOWN_TIMEOUT", value: "soon" },
-      { command: ["serve", "--port", "0"], variable: "CORS_ORIGINS", value: "https://app.example.test/path" }
+      { command: ["serve", "--port", "65535"], variable: "SHUTDOWN_TIMEOUT", value: "soon" },
+      { command: ["serve", "--port", "65535"], variable: "CORS_ORIGINS", value: "https://app.example.test/path" }
     ]
   ) {
     it.scoped(`${["petstore", ...command].join(" ")} with ${variable}=${value} stops, naming the variable`, () =>

@@ -446,7 +446,7 @@ describeBackends((backend) => {
     it.scoped("creates, lists and gets pets, and fails with the typed NotFound", () =>
       Effect.gen(function*() {
         const { client } = yield* makeTestServer
-        const pet = yield* client.createPet({ payload: { name: "Typed", categoryId: 4, status: "sold" } })
+        const pet = yield* client.createPet({ headers: {}, payload: { name: "Typed", categoryId: 4, status: "sold" } })
         expect(pet).toEqual({ id: pet.id, name: "Typed", categoryId: 4, status: "sold" })
         expect(yield* client.listPets({ urlParams: { limit: 10, status: "sold" } })).toEqual([pet])
         expect(yield* client.getPet({ path: { petId: pet.id } })).toEqual(pet)

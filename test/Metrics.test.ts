@@ -8,7 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
-import { getMetricsFromIterator, type PromHistogramData, type PromData, type PromMetrics } from "prom2javascript"
+import { getMetricsFromIterator, type PromData, type PromHistogramData, type PromMetrics } from "prom2javascript"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { describePostgres, SQLite } from "./support/backends.js"
 import { makeTestServer } from "./support/http.js"
@@ -49,7 +49,8 @@ describe("metrics", () => {
         const pet = yield* pets.create({ name: "Rex", categoryId: 1, status: "available" })
         const before = yield* scrape(port)
         expect(metricsType(before, "http_server_request_duration_seconds")).toBeOneOf([undefined, "histogram"])
-        const countBefore = series<PromHistogramData>(before, "http_server_request_duration_seconds", GET_PET)?.count ?? 0
+        const countBefore = series<PromHistogramData>(before, "http_server_request_duration_seconds", GET_PET)?.count ??
+          0
         const statementsBefore = series<PromHistogramData>(before, "db_client_operation_duration_seconds", SELECT_PETS)
           ?.count ?? 0
 
@@ -63,7 +64,10 @@ describe("metrics", () => {
         yield* pets.findById(pet.id)
         yield* pets.findById(pet.id)
         open.end(200, "0123456789ab")
-        hooks.observeRequest({ method: "BREW", route: undefined, path: "/coffee", headers: new Headers() }).end(404, undefined)
+        hooks.observeRequest({ method: "BREW", route: undefined, path: "/coffee", headers: new Headers() }).end(
+          404,
+          undefined
+        )
 
         const after = yield* scrape(port)
         expect(gauge(after, "http_server_active_requests")).toBe(0)
@@ -98,7 +102,9 @@ describe("metrics", () => {
         // which exist only on PostgreSQL and with tracing on).
         const dashboard = readFileSync(resolve(import.meta.dirname, "../ops/grafana/petstore.json"), "utf8")
         const asked = new Set(
-          [...dashboard.matchAll(/\b((?:http|db|process|petstore)_[a-z_]+?)(?:_bucket|_count|_sum)?\{/g)].map((m) => m[1])
+          [...dashboard.matchAll(/\b((?:http|db|process|petstore)_[a-z_]+?)(?:_bucket|_count|_sum)?\{/g)].map((m) =>
+            m[1]
+          )
         )
         const elsewhere = /^(db_client_connection|petstore_otel_spans_|petstore_event_loop)/
         expect([...asked].filter((name) => !(name in after) && !elsewhere.test(name))).toEqual([])
@@ -142,7 +148,8 @@ describePostgres((backend) => {
         yield* pets.findById(pet.id)
         const metrics = yield* scrape(port)
         expect(gauge(metrics, "db_client_connection_max")).toBe(10)
-        expect(gauge(metrics, "db_client_connection_count", { db_client_connection_state: "idle" })).toBeGreaterThanOrEqual(1)
+        expect(gauge(metrics, "db_client_connection_count", { db_client_connection_state: "idle" }))
+          .toBeGreaterThanOrEqual(1)
         expect(gauge(metrics, "db_client_connection_count", { db_client_connection_state: "used" })).toBe(0)
         expect(gauge(metrics, "db_client_connection_pending_requests")).toBe(0)
         for (const operation of ["INSERT", "SELECT"]) {

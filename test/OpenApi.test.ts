@@ -51,9 +51,10 @@ describe("OpenAPI document", () => {
     expect(doc.info.title).toBeTypeOf("string")
   })
 
-  it("lists the production and the staging servers it is given, each ending in /v1", () => {
-    expect(doc.servers).toHaveLength(2)
-    const [production, staging] = doc.servers
+  it("lists this server (relative), then the production and the staging servers it is given, each ending in /v1", () => {
+    expect(doc.servers).toHaveLength(3)
+    const [here, production, staging] = doc.servers
+    expect(here).toEqual({ url: "/v1", description: "This server" })
     expect(production.url).toBe(servers.production)
     expect(staging.url).toBe(servers.staging)
     expect(production.description).toMatch(/production/i)
@@ -65,7 +66,7 @@ describe("OpenAPI document", () => {
 
   it("takes its servers from the argument", () => {
     const other: Json = openApiDocument({ production: "https://a.test/v1", staging: "https://b.test/v1" })
-    expect(other.servers.map((s: Json) => s.url)).toEqual(["https://a.test/v1", "https://b.test/v1"])
+    expect(other.servers.map((s: Json) => s.url)).toEqual(["/v1", "https://a.test/v1", "https://b.test/v1"])
   })
 
   it("has exactly the three operations, relative to the servers", () => {
@@ -118,25 +119,28 @@ describe("OpenAPI document", () => {
   })
 
   it("declares the responses of each operation", () => {
-    expect(Object.keys(listPets().responses).sort()).toEqual(["200", "400", "401", "503"])
-    expect(Object.keys(createPet().responses).sort()).toEqual(["201", "400", "401", "413", "415", "503"])
-    expect(Object.keys(getPet().responses).sort()).toEqual(["200", "400", "401", "404", "503"])
+    expect(Object.keys(listPets().responses).sort()).toEqual(["200", "400", "401", "429", "503"])
+    expect(Object.keys(createPet().responses).sort()).toEqual(["201", "400", "401", "409", "413", "415", "422", "429", "503"])
+    expect(Object.keys(getPet().responses).sort()).toEqual(["200", "400", "401", "404", "429", "503"])
   })
 
   it("refers every error response to the Error schema", () => {
     const declared: Array<[Json, ReadonlyArray<string>]> = [
-      [listPets(), ["400", "401", "503"]],
-      [createPet(), ["400", "401", "413", "415", "503"]],
-      [getPet(), ["400", "401", "404", "503"]]
+      [listPets(), ["400", "401", "429", "503"]],
+      [createPet(), ["400", "401", "409", "413", "415", "422", "429", "503"]],
+      [getPet(), ["400", "401", "404", "429", "503"]]
     ]
     for (const [op, statuses] of declared) {
       for (const status of statuses) {
         const response = op.responses[status]
         expect(response, `${op.operationId} ${status}`).toBeDefined()
         expect(response.description, `${op.operationId} ${status}`).toMatch(/\S/)
-        expect(response.content, `${op.operationId} ${status}`).toEqual({
-          "application/json": { schema: { $ref: ERROR_REF } }
-        })
+        expect(Object.keys(response.content), `${op.operationId} ${status}`).toEqual(["application/json"])
+        const body = response.content["application/json"]
+        expect(body.schema, `${op.operationId} ${status}`).toEqual({ $ref: ERROR_REF })
+        // Its example is an Error with the response's status (test/Docs.test.ts checks it is the service's answer).
+        expect(Object.keys(body.example).sort(), `${op.operationId} ${status}`).toEqual(["code", "message", "status"])
+        expect(body.example.status, `${op.operationId} ${status}`).toBe(Number(status))
       }
     }
   })
@@ -216,9 +220,33 @@ describe("OpenAPI document", () => {
     for (const op of [listPets(), createPet(), getPet()]) {
       expect(Object.keys(op.responses["401"].headers ?? {}), op.operationId).toContain("WWW-Authenticate")
     }
+    for (const op of [listPets(), createPet(), getPet()]) {
+      for (const [status, response] of Object.entries<Json>(op.responses)) {
+        const headers = Object.keys(response.headers ?? {})
+        if (status !== "401") expect(headers, `${op.operationId} ${status}`).toEqual(expect.arrayContaining(["RateLimit-Policy", "RateLimit"]))
+        if (status === "429" || status === "503") expect(headers, `${op.operationId} ${status}`).toContain("Retry-After")
+      }
+    }
+    expect(Object.keys(createPet().responses["201"].headers)).toContain("Idempotent-Replayed")
+    expect(Object.keys(createPet().responses["409"].headers)).toContain("Retry-After")
     for (const [name, header] of Object.entries<Json>(getPet().responses["200"].headers)) {
       expect(header.description, name).toMatch(/\S/)
       expect(header.schema, name).toEqual({ type: "string" })
     }
+  })
+
+  it("declares the optional Idempotency-Key header on createPet, and no other operation", () => {
+    const header = parameter(createPet(), "Idempotency-Key", "header")
+    expect(header.required).not.toBe(true)
+    expect(resolve(header.schema)).toMatchObject({ type: "string", minLength: 1 })
+    for (const op of [listPets(), getPet()]) {
+      expect((op.parameters ?? []).filter((p: Json) => p.in === "header"), op.operationId).toEqual([])
+    }
+  })
+
+  it("names the idempotency and rate-limit errors' statuses", () => {
+    expect(createPet().responses["409"].description).toMatch(/Idempotency-Key/)
+    expect(createPet().responses["422"].description).toMatch(/Idempotency-Key/)
+    expect(listPets().responses["429"].description).toMatch(/quota/)
   })
 })

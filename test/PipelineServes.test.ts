@@ -96,6 +96,7 @@ describe("requests that end early", () => {
       PetsRepo,
       PetsRepo.make({
         create: () => Effect.never,
+        createOnce: () => Effect.never,
         list: () =>
           Deferred.succeed(started, undefined).pipe(
             Effect.zipRight(Effect.never),

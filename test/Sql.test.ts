@@ -7,6 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Logger, Redacted } from "effect"
 import { createServer } from "node:net"
+import { migrations } from "../src/migrations/index.js"
 import * as Sql from "../src/Sql.js"
 import { describePostgres, SQLite } from "./support/backends.js"
 import { authorized, testServerOn } from "./support/http.js"
@@ -97,7 +98,7 @@ describePostgres((postgres, url) => {
         sql<{ migration_id: number }>`SELECT migration_id FROM effect_sql_migrations ORDER BY migration_id`).pipe(
           Effect.provide(Sql.layer(fresh))
         )
-      expect(rows.map((row) => row.migration_id)).toEqual([1, 2])
+      expect(rows.map((row) => row.migration_id)).toEqual(Object.keys(migrations).map((id) => Number(id.split("_")[0])))
     }))
 
   describe("while PostgreSQL is unreachable", () => {

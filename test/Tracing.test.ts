@@ -9,15 +9,15 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Logger, Metric, Option, Redacted, Scope } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { ObservabilityConfig } from "../src/Observability/Config.js"
+import { ObservabilityLive } from "../src/Observability/Live.js"
 import { spansDropped } from "../src/Observability/Metrics.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
 import { newSpanId, newTraceId } from "../src/Observability/Tracer.js"
-import { ObservabilityLive } from "../src/Observability/Live.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import * as Sql from "../src/Sql.js"
 import { describePostgres, SQLite } from "./support/backends.js"
-import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
 import { authorized, testServerOn } from "./support/http.js"
+import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
 import { otlpReceiver } from "./support/otlp.js"
 
 describe("traces over OTLP", () => {
@@ -143,14 +143,22 @@ describe("traces over OTLP", () => {
         const hooks = yield* configuredHooks
         const pets = yield* PetsRepo
         for (let i = 0; i < 5; i++) {
-          const request = hooks.observeRequest({ method: "GET", route: "/v1/pets", path: "/v1/pets", headers: new Headers() })
+          const request = hooks.observeRequest({
+            method: "GET",
+            route: "/v1/pets",
+            path: "/v1/pets",
+            headers: new Headers()
+          })
           const page = yield* pets.list({ limit: 5 }).pipe(Effect.withParentSpan(request.parentSpan!))
           expect(page.pets).toEqual([])
           request.end(200, undefined)
         }
       }).pipe(
         Effect.provide(repositoriesOn(url)),
-        withEnvironment({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${port}/v1/traces`, OTEL_EXPORTER_OTLP_TIMEOUT: "2000" })
+        withEnvironment({
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${port}/v1/traces`,
+          OTEL_EXPORTER_OTLP_TIMEOUT: "2000"
+        })
       )
       // Five server spans and their five statements at least (the start-up's migration spans too), none delivered.
       expect((yield* Metric.value(spansDropped)).count - droppedBefore).toBeGreaterThanOrEqual(10)
@@ -166,7 +174,10 @@ describe("traces over OTLP", () => {
         // Five spans at once: two fill the buffer and leave in one export, two more fill it while that export is
         // under way, the fifth finds it full.
         for (let i = 0; i < 5; i++) {
-          hooks.observeRequest({ method: "GET", route: "/v1/pets", path: "/v1/pets", headers: new Headers() }).end(200, undefined)
+          hooks.observeRequest({ method: "GET", route: "/v1/pets", path: "/v1/pets", headers: new Headers() }).end(
+            200,
+            undefined
+          )
         }
         return (yield* Metric.value(spansDropped)).count - before
       }).pipe(
@@ -235,7 +246,9 @@ describePostgres((backend) => {
           path: "/v1/pets",
           headers: new Headers({ traceparent: `00-${traceId}-${newSpanId()}-01` })
         })
-        yield* pets.create({ name: "Rex", categoryId: 1, status: "available" }).pipe(Effect.withParentSpan(request.parentSpan!))
+        yield* pets.create({ name: "Rex", categoryId: 1, status: "available" }).pipe(
+          Effect.withParentSpan(request.parentSpan!)
+        )
         request.end(201, undefined)
         return request.parentSpan!.spanId
       }).pipe(
@@ -336,8 +349,10 @@ describe("configuration", () => {
 describe("traces of HTTP requests", () => {
   /** The application on a fresh SQLite file, with observability as the environment configures it. */
   const observedServer = (env: Record<string, string>) =>
-    Effect.flatMap(SQLite.freshDatabase, (url) =>
-      testServerOn(Sql.layer(url).pipe(Layer.provideMerge(ObservabilityLive("9.9.9"))))).pipe(withEnvironment(env))
+    Effect.flatMap(
+      SQLite.freshDatabase,
+      (url) => testServerOn(Sql.layer(url).pipe(Layer.provideMerge(ObservabilityLive("9.9.9"))))
+    ).pipe(withEnvironment(env))
 
   it.scoped("every request gets its server span; a request with a traceparent joins the trace; the log line carries the ids", () =>
     Effect.gen(function*() {
@@ -349,17 +364,29 @@ describe("traces of HTTP requests", () => {
       const traceId = newTraceId()
       const clientSpanId = newSpanId()
       const scope = yield* Scope.make()
-      const server = yield* observedServer({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: "600000" }).pipe(
+      const server = yield* observedServer({
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_METRIC_EXPORT_INTERVAL: "600000"
+      }).pipe(
         Scope.extend(scope),
         Effect.provide(Logger.replace(Logger.defaultLogger, capture))
       )
       const traceparent = `00-${traceId}-${clientSpanId}-01`
       const created = yield* Effect.promise(() =>
-        server.fetch("/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify({ name: "Rex", categoryId: 1 }), headers: { traceparent } }))
+        server.fetch(
+          "/v1/pets",
+          authorized(server.key, {
+            method: "POST",
+            body: JSON.stringify({ name: "Rex", categoryId: 1 }),
+            headers: { traceparent }
+          })
+        )
       )
       expect(created.status).toBe(201)
       const pet = (yield* Effect.promise(() => created.json())) as { readonly id: number }
-      const got = yield* Effect.promise(() => server.fetch(`/v1/pets/${pet.id}`, authorized(server.key, { headers: { traceparent } })))
+      const got = yield* Effect.promise(() =>
+        server.fetch(`/v1/pets/${pet.id}`, authorized(server.key, { headers: { traceparent } }))
+      )
       expect(got.status).toBe(200)
       expect((yield* Effect.promise(() => server.fetch("/nowhere", { headers: { traceparent } }))).status).toBe(404)
       expect((yield* Effect.promise(() => server.fetch("/healthz", { headers: { traceparent } }))).status).toBe(200)
@@ -375,11 +402,15 @@ describe("traces of HTTP requests", () => {
       })
       const get = named("GET /v1/pets/{petId}")
       expect(get.attributes).toMatchObject({ "url.path": `/v1/pets/${pet.id}`, "http.response.status_code": 200 })
-      expect(inTrace.filter((span) => span.parentSpanId === get.spanId).map((span) => span.name)).toContain("SELECT pets")
+      expect(inTrace.filter((span) => span.parentSpanId === get.spanId).map((span) => span.name)).toContain(
+        "SELECT pets"
+      )
       expect(named("GET").attributes).toMatchObject({ "url.path": "/nowhere", "http.response.status_code": 404 })
       expect(named("GET").attributes["http.route"]).toBeUndefined()
       expect(named("GET /healthz").attributes).toMatchObject({ "http.response.status_code": 200 })
-      for (const body of receiver.bodies) expect(body.text).not.toContain(server.key.slice(server.key.lastIndexOf("_") + 1))
+      for (const body of receiver.bodies) {
+        expect(body.text).not.toContain(server.key.slice(server.key.lastIndexOf("_") + 1))
+      }
 
       const requestLine = lines.find((line) => line.message === "request" && line.path === `/v1/pets/${pet.id}`)!
       expect(requestLine).toMatchObject({ traceId, spanId: get.spanId, keyId })
@@ -388,7 +419,10 @@ describe("traces of HTTP requests", () => {
   it.scopedLive("with the collector down, requests answer as usual", () =>
     Effect.gen(function*() {
       const port = yield* freePort
-      const server = yield* observedServer({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_BSP_SCHEDULE_DELAY: "10" })
+      const server = yield* observedServer({
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+        OTEL_BSP_SCHEDULE_DELAY: "10"
+      })
       for (let i = 0; i < 20; i++) {
         const response = yield* Effect.promise(() => server.fetch("/v1/pets", authorized(server.key)))
         expect(response.status).toBe(200)

@@ -1,13 +1,16 @@
 /**
  * The bearer check behind `Authorization`: the scheme is matched case-insensitively, the key looked up by the id it
- * carries and compared by hash in constant time. A refusal is a 401 with `WWW-Authenticate: Bearer`.
+ * carries and compared by hash in constant time. A refusal is a 401 with `WWW-Authenticate: Bearer`. A key that passed
+ * then counts one request against its quota (`RateLimits`: 429 past it).
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, FiberRef, HashMap, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
 import { type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
-import { orUnavailable } from "../Unavailable.js"
+import { annotateRequest } from "../Logging.js"
+import { RateLimits } from "../RateLimit/RateLimits.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
+import { orUnavailable } from "../Unavailable.js"
 import { Authorization } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
 
@@ -23,13 +26,6 @@ export const bearerToken = (header: string | undefined): Option.Option<Redacted.
 export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": "Bearer realm=\"petstore\"" }
 
 const challenge = addResponseHeaders(CHALLENGE_HEADERS)
-
-/**
- * The key id that authenticated, as a log annotation of the rest of the request: its log lines and its `request` line
- * carry it (never the key). Set in the request's own fiber, for the rest of the request.
- */
-const annotateKeyId = (id: string) =>
-  FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("keyId", id))
 
 /**
  * The bearer check itself, given the request's `Authorization` header: the same code whichever path serves the
@@ -52,17 +48,24 @@ export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck
   }))
 }) {}
 
+/**
+ * The `Authorization` middleware: the key, then its quota. The quota is counted here rather than in a middleware of its
+ * own because HttpApi runs a group's later middleware before the earlier ones, without what they provide (the key).
+ */
 export const AuthorizationLive = Layer.effect(
   Authorization,
   Effect.gen(function*() {
     const { check } = yield* BearerCheck
+    const rateLimits = yield* RateLimits
     return Authorization.of({
       // HttpApi hands over the header minus its first 7 characters; the header itself is read to check the scheme.
       bearerAuth: () =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => check(request.headers.authorization)).pipe(
           Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
-          Effect.tap((key) => annotateKeyId(key.id))
+          // The request's log lines, its `request` line included, name the key that authenticated it (never the key).
+          Effect.tap((key) => annotateRequest("keyId", key.id)),
+          Effect.tap((key) => rateLimits.consume(key.id))
         )
     })
   })
-)
+).pipe(Layer.provide(RateLimits.Default))

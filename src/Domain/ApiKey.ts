@@ -14,7 +14,7 @@ export type ApiKeyId = typeof ApiKeyId.Type
 
 export const KeyName = Schema.Trim.pipe(
   Schema.compose(Schema.Trimmed.pipe(Schema.minLength(1), Schema.maxLength(100))),
-  Schema.annotations({ message: () => "a key name is 1 to 100 characters" })
+  Schema.annotations({ message: () => ({ message: "a key name is 1 to 100 characters", override: true }) })
 )
 
 /** What `keys list` shows of a key: never the key itself, nor its hash. */

@@ -12,7 +12,11 @@ export const ErrorBody = Schema.Struct({
   message: Schema.String.annotations({ description: "Human-readable description." }),
   // The title replaces `Schema.Int`'s built-in "int", which code generators would otherwise take for a type name.
   status: Schema.Int.annotations({ title: "HTTP status", description: "The HTTP status code of the response." })
-}).annotations({ identifier: "Error", description: "An error: what went wrong, for machines and for people." })
+}).annotations({
+  identifier: "Error",
+  description: "An error: what went wrong, for machines and for people.",
+  examples: [{ code: "not_found", message: "No pet has the id 42.", status: 404 }]
+})
 export type ErrorBody = typeof ErrorBody.Type
 
 /** The stable error codes of the contract. */
@@ -23,15 +27,18 @@ export type ErrorCode =
   | "invalid_json"
   | "invalid_query"
   | "invalid_path"
+  | "invalid_header"
   | "not_found"
   | "method_not_allowed"
   | "payload_too_large"
   | "unsupported_media_type"
+  | "idempotency_key_in_use"
+  | "idempotency_key_reused"
+  | "rate_limited"
   | "header_too_large"
   | "uri_too_long"
   | "internal_error"
   | "unavailable"
-  | "invalid_header"
 
 const fields = { code: Schema.String, message: Schema.String }
 
@@ -56,6 +63,38 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("Payl
 export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", fields) {
   static readonly status = 415
 }
+
+/** A create with this Idempotency-Key is still running (on any replica): retry in a moment. */
+export class IdempotencyKeyInUse extends Schema.TaggedError<IdempotencyKeyInUse>()("IdempotencyKeyInUse", fields) {
+  static readonly status = 409
+}
+export const idempotencyKeyInUse = () =>
+  new IdempotencyKeyInUse({
+    code: "idempotency_key_in_use",
+    message: "A request with this Idempotency-Key is still being processed; retry after the time in Retry-After."
+  })
+
+/** This Idempotency-Key was already used with another payload. */
+export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", fields) {
+  static readonly status = 422
+}
+export const idempotencyKeyReused = () =>
+  new IdempotencyKeyReused({
+    code: "idempotency_key_reused",
+    message: "This Idempotency-Key was already used with a different request body; use a new key for a new request."
+  })
+
+/** The API key has used up its quota for the current window. */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields) {
+  static readonly status = 429
+}
+export const rateLimited = (retryAfterSeconds: number) =>
+  new RateLimited({
+    code: "rate_limited",
+    message: `This API key has used up its request quota; retry in ${retryAfterSeconds} second${
+      retryAfterSeconds === 1 ? "" : "s"
+    }.`
+  })
 
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields) {
   static readonly status = 503
@@ -86,6 +125,21 @@ export const UnsupportedMediaTypeResponse = wire(
   "UnsupportedMediaType",
   "The request body is not application/json."
 )
+export const IdempotencyKeyInUseResponse = wire(
+  IdempotencyKeyInUse,
+  "IdempotencyKeyInUse",
+  "A request with the same Idempotency-Key is still being processed; retry after `Retry-After` seconds."
+)
+export const IdempotencyKeyReusedResponse = wire(
+  IdempotencyKeyReused,
+  "IdempotencyKeyReused",
+  "The Idempotency-Key was already used with a different request body."
+)
+export const RateLimitedResponse = wire(
+  RateLimited,
+  "RateLimited",
+  "The API key has used up its quota (`RateLimit-Policy`); retry after `Retry-After` seconds."
+)
 export const UnavailableResponse = wire(Unavailable, "Unavailable", "The database cannot be reached.")
 
 /** The JSON body of an error answer. */
@@ -94,4 +148,5 @@ export const errorBody = (status: number, code: ErrorCode, message: string): Err
 /** Whether a failure is one of the typed errors above, which the API itself encodes. */
 export const isApiError = (u: unknown): boolean =>
   u instanceof Unauthorized || u instanceof BadRequest || u instanceof NotFound || u instanceof PayloadTooLarge ||
-  u instanceof UnsupportedMediaType || u instanceof Unavailable
+  u instanceof UnsupportedMediaType || u instanceof Unavailable || u instanceof IdempotencyKeyInUse ||
+  u instanceof IdempotencyKeyReused || u instanceof RateLimited

@@ -9,7 +9,8 @@ export const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER
 export const PetStatus = Schema.Literal("available", "pending", "sold").annotations({
   identifier: "PetStatus",
   message: () => ({ message: "must be one of available, pending, sold", override: true }),
-  description: "Availability status of an animal."
+  description: "Availability status of an animal.",
+  examples: ["available"]
 })
 export type PetStatus = typeof PetStatus.Type
 
@@ -24,10 +25,16 @@ export const PetId = Schema.Int.pipe(
     format: "int64",
     minimum: 1,
     maximum: MAX_SAFE_ID,
-    description: "Unique identifier, assigned by the service on creation."
+    description: "Unique identifier, assigned by the service on creation.",
+    examples: [1]
   }
 })
 export type PetId = typeof PetId.Type
+
+/** The animals of the documentation's examples (the docs page's requests and answers); the tests send them. */
+const REX = { id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" } as const
+const TOM = { id: PetId.make(2), name: "Tom", categoryId: 2, status: "sold" } as const
+export const EXAMPLES = { newPet: { name: REX.name, categoryId: REX.categoryId, status: REX.status }, pet: REX, pets: [REX, TOM] }
 
 export const CategoryId = Schema.Int.pipe(
   Schema.greaterThanOrEqualTo(1),
@@ -39,7 +46,8 @@ export const CategoryId = Schema.Int.pipe(
     format: "int64",
     minimum: 1,
     maximum: MAX_SAFE_ID,
-    description: "Identifier of the category the animal belongs to (a positive integer below 2^53)."
+    description: "Identifier of the category the animal belongs to (a positive integer below 2^53).",
+    examples: [1]
   }
 })
 
@@ -62,7 +70,13 @@ export const PetName = Schema.Trimmed.pipe(
     message: () => `must be at most ${NAME_MAX_LENGTH} characters`
   })
 ).annotations({
-  jsonSchema: { type: "string", minLength: 1, maxLength: NAME_MAX_LENGTH, description: "The animal's name." }
+  jsonSchema: {
+    type: "string",
+    minLength: 1,
+    maxLength: NAME_MAX_LENGTH,
+    description: "The animal's name.",
+    examples: ["Rex"]
+  }
 })
 
 /**
@@ -86,7 +100,8 @@ export const PetNameInput = Schema.compose(
     minLength: 1,
     maxLength: NAME_MAX_LENGTH,
     description: "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed), " +
-      "without control characters."
+      "without control characters.",
+    examples: ["Rex"]
   }
 })
 
@@ -100,7 +115,11 @@ export const NewPet = Schema.Struct({
     description: "Availability status; `available` when omitted.",
     default: DEFAULT_STATUS
   })
-}).annotations({ identifier: "NewPet", description: "An animal to add to the catalogue." })
+}).annotations({
+  identifier: "NewPet",
+  description: "An animal to add to the catalogue.",
+  examples: [EXAMPLES.newPet]
+})
 export type NewPet = typeof NewPet.Type
 
 export const Pet = Schema.Struct({
@@ -108,10 +127,18 @@ export const Pet = Schema.Struct({
   name: PetName,
   categoryId: CategoryId,
   status: PetStatus
-}).annotations({ identifier: "Pet", description: "An animal of the catalogue." })
+}).annotations({
+  identifier: "Pet",
+  description: "An animal of the catalogue.",
+  examples: [EXAMPLES.pet]
+})
 export type Pet = typeof Pet.Type
 
-export const Pets = Schema.Array(Pet).annotations({ identifier: "Pets", description: "A page of animals, ordered by id." })
+export const Pets = Schema.Array(Pet).annotations({
+  identifier: "Pets",
+  description: "A page of animals, ordered by id.",
+  examples: [EXAMPLES.pets]
+})
 
 export const LIMIT_MIN = 1
 export const LIMIT_MAX = 100
@@ -146,12 +173,20 @@ export const Limit = PositiveIntFromString.pipe(
     minimum: LIMIT_MIN,
     maximum: LIMIT_MAX,
     default: LIMIT_DEFAULT,
-    description: `Maximum number of animals to return (${LIMIT_MIN} to ${LIMIT_MAX}, default ${LIMIT_DEFAULT}).`
+    description: `Maximum number of animals to return (${LIMIT_MIN} to ${LIMIT_MAX}, default ${LIMIT_DEFAULT}).`,
+    examples: [LIMIT_DEFAULT]
   }
 })
 
 export const PetIdFromString = PositiveIntFromString.pipe(Schema.compose(PetId)).annotations({
-  jsonSchema: { type: "integer", format: "int64", minimum: 1, maximum: MAX_SAFE_ID, description: "Identifier of the animal." }
+  jsonSchema: {
+    type: "integer",
+    format: "int64",
+    minimum: 1,
+    maximum: MAX_SAFE_ID,
+    description: "Identifier of the animal.",
+    examples: [1]
+  }
 })
 
 /** The query of listPets. Unknown parameters are ignored. */

@@ -101,7 +101,9 @@ const positive = (name: string, fallback: number) =>
   )
 
 export const SamplingConfig: Config.Config<Sampling> = Config.all({
-  sampler: Config.literal(...SAMPLERS)("OTEL_TRACES_SAMPLER").pipe(Config.withDefault("parentbased_always_on" as const)),
+  sampler: Config.literal(...SAMPLERS)("OTEL_TRACES_SAMPLER").pipe(
+    Config.withDefault("parentbased_always_on" as const)
+  ),
   ratio: Config.number("OTEL_TRACES_SAMPLER_ARG").pipe(
     Config.validate({ message: "Expected a ratio from 0 to 1, such as 0.1", validation: (n) => n >= 0 && n <= 1 }),
     Config.withDefault(1)
@@ -131,7 +133,10 @@ const OtlpConfig: Config.Config<Option.Option<OtlpOptions>> = Config.all({
 }).pipe(Config.map((c): Option.Option<OtlpOptions> => {
   if (c.disabled) return Option.none()
   const tracesUrl = Option.orElse(c.tracesEndpoint, () => Option.map(c.endpoint, (base) => signalUrl(base, "traces")))
-  const metricsUrl = Option.orElse(c.metricsEndpoint, () => Option.map(c.endpoint, (base) => signalUrl(base, "metrics")))
+  const metricsUrl = Option.orElse(
+    c.metricsEndpoint,
+    () => Option.map(c.endpoint, (base) => signalUrl(base, "metrics"))
+  )
   if (Option.isNone(tracesUrl) && Option.isNone(metricsUrl)) return Option.none()
   return Option.some({
     // With one signal's endpoint alone, the other is sent nowhere: the empty URL says so.
@@ -180,7 +185,8 @@ export const ObservabilityConfig: Config.Config<ObservabilityOptions> = Config.a
 
 /** Whether spans are made at all: an endpoint for them and a sampler that can say yes. */
 export const tracesEnabled = (options: ObservabilityOptions): boolean =>
-  Option.isSome(options.otlp) && options.otlp.value.tracesUrl !== "" && options.otlp.value.sampling.sampler !== "always_off"
+  Option.isSome(options.otlp) && options.otlp.value.tracesUrl !== "" &&
+  options.otlp.value.sampling.sampler !== "always_off"
 
 /** Whether metrics are counted: served on `METRICS_ADDRESS`, or exported over OTLP. */
 export const metricsEnabled = (options: ObservabilityOptions): boolean =>

@@ -4,7 +4,7 @@
  * service pays nothing. This module is small on purpose: the serving pipeline and the repositories import it, and it
  * loads nothing of the exporters.
  */
-import { Context, Effect, HashMap, type Scope, type Tracer } from "effect"
+import { Context, Effect, type Scope, type Tracer } from "effect"
 
 /** What the serving pipeline knows of a request when it starts. */
 export interface RequestStart {
@@ -62,7 +62,11 @@ export interface ObservabilityHooks {
    * and, inside a sampled request, making its child span — in the one step `Effect.try` takes, so it costs the
    * request no more steps than the statement alone.
    */
-  readonly runStatement: <A, E>(statement: Statement, run: () => A, onError: (cause: unknown) => E) => Effect.Effect<A, E>
+  readonly runStatement: <A, E>(
+    statement: Statement,
+    run: () => A,
+    onError: (cause: unknown) => E
+  ) => Effect.Effect<A, E>
   /** Reports a connection pool's state (`db_client_connection_*`) for the life of the scope. */
   readonly observePool: (pool: PoolState, max: number) => Effect.Effect<void, never, Scope.Scope>
 }
@@ -87,10 +91,9 @@ export const statementHooks: Effect.Effect<StatementHooks> = Effect.map(
 )
 
 /** A request's log annotations with its trace and span ids when it is sampled (the request line's `traceId`, `spanId`). */
-export const withTraceIds = (
-  annotations: HashMap.HashMap<string, unknown>,
+export const withTraceIds = <A extends Readonly<Record<string, unknown>> | undefined>(
+  annotations: A,
   span: Tracer.Span | undefined
-): HashMap.HashMap<string, unknown> =>
-  span === undefined || !span.sampled
-    ? annotations
-    : HashMap.set(HashMap.set(annotations, "traceId", span.traceId), "spanId", span.spanId)
+): A => (span === undefined || !span.sampled
+  ? annotations
+  : { ...annotations, traceId: span.traceId, spanId: span.spanId })

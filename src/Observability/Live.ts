@@ -14,7 +14,9 @@ export const ObservabilityLive = (version: string): Layer.Layer<never, ConfigErr
   Layer.unwrapScoped(Effect.gen(function*() {
     const options = yield* ObservabilityConfig
     if (Option.isSome(yield* Config.option(Config.string("TRACING")))) {
-      yield* Effect.logWarning("TRACING is no longer read: traces go to the OTLP endpoint of OTEL_EXPORTER_OTLP_ENDPOINT")
+      yield* Effect.logWarning(
+        "TRACING is no longer read: traces go to the OTLP endpoint of OTEL_EXPORTER_OTLP_ENDPOINT"
+      )
     }
     const tracing = tracesEnabled(options)
     const metrics = metricsEnabled(options)
@@ -27,7 +29,9 @@ export const ObservabilityLive = (version: string): Layer.Layer<never, ConfigErr
     const Otlp = otlp === undefined ? undefined : yield* Effect.promise(() => import("./Otlp.js"))
     // The exporter lives in this layer's scope: its last flush is this layer's finalizer.
     const tracer = tracing && Otlp !== undefined ? yield* Otlp.makeOtlpTracer(otlp!, version) : undefined
-    if (metrics) yield* Effect.acquireRelease(Effect.sync(() => Metrics.startProcessMetrics(version)), (stop) => Effect.sync(stop))
+    if (metrics) {
+      yield* Effect.acquireRelease(Effect.sync(() => Metrics.startProcessMetrics(version)), (stop) => Effect.sync(stop))
+    }
 
     const layers: Array<Layer.Layer<never, Error> | Layer.Layer<Observability>> = [
       Layer.succeed(Observability, makeHooks({ tracer, metrics }))

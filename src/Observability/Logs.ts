@@ -11,11 +11,18 @@ const withTraceIds = (options: Logger.Logger.Options<unknown>): Logger.Logger.Op
   if (span._tag === "None" || !span.value.sampled) return options
   return {
     ...options,
-    annotations: HashMap.set(HashMap.set(options.annotations, "traceId", span.value.traceId), "spanId", span.value.spanId)
+    annotations: HashMap.set(
+      HashMap.set(options.annotations, "traceId", span.value.traceId),
+      "spanId",
+      span.value.spanId
+    )
   }
 }
 
 /** Wraps every logger in place (to be provided below the logger's own layer). */
 export const TraceIdsInLogsLive = Layer.scopedDiscard(
-  Effect.locallyScopedWith(FiberRef.currentLoggers, HashSet.map((logger) => Logger.mapInputOptions(logger, withTraceIds)))
+  Effect.locallyScopedWith(
+    FiberRef.currentLoggers,
+    HashSet.map((logger) => Logger.mapInputOptions(logger, withTraceIds))
+  )
 )

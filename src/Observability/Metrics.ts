@@ -10,8 +10,8 @@
  * The process figures are read when the metrics are read (`refreshProcessMetrics`), not on a timer, except the
  * event-loop delay, which can only be seen by a timer.
  */
-import { readdirSync } from "node:fs"
 import { Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel } from "effect"
+import { readdirSync } from "node:fs"
 import { drainingGauge } from "../Lifecycle.js"
 
 /** Buckets from 1 ms (petstore answers in a few) to 10 s, the semantic conventions' with two finer ones below 5 ms. */

@@ -83,7 +83,12 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     Effect.suspend(() => {
       const started = performance.now()
       return Effect.onExit(effect, () => {
-        recordStatement(statement.system, statement.operation, statement.collection, (performance.now() - started) / 1000)
+        recordStatement(
+          statement.system,
+          statement.operation,
+          statement.collection,
+          (performance.now() - started) / 1000
+        )
         return Effect.void
       })
     })
@@ -118,7 +123,12 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
         exit = Exit.fail(onError(cause))
       }
       if (metrics) {
-        recordStatement(statement.system, statement.operation, statement.collection, (performance.now() - started) / 1000)
+        recordStatement(
+          statement.system,
+          statement.operation,
+          statement.collection,
+          (performance.now() - started) / 1000
+        )
       }
       span?.end(clock.unsafeCurrentTimeNanos(), exit)
       return exit

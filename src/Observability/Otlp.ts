@@ -3,10 +3,10 @@
  * with the platform's fetch `HttpClient`, encoded as `OTEL_EXPORTER_OTLP_PROTOCOL` says. Loaded (a dynamic import) only
  * when an endpoint is configured.
  */
-import { FetchHttpClient } from "@effect/platform"
 import * as OtlpMetrics from "@effect/opentelemetry/OtlpMetrics"
 import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import { FetchHttpClient } from "@effect/platform"
 import { Duration, Effect, Layer, Redacted } from "effect"
 import type { OtlpOptions } from "./Config.js"
 import { refreshProcessMetrics } from "./Metrics.js"
@@ -27,7 +27,10 @@ const resourceOf = (options: OtlpOptions, version: string) => ({
 })
 
 /** The tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes. */
-export const makeOtlpTracer = (options: OtlpOptions, version: string): Effect.Effect<SamplingTracer, never, import("effect").Scope.Scope> =>
+export const makeOtlpTracer = (
+  options: OtlpOptions,
+  version: string
+): Effect.Effect<SamplingTracer, never, import("effect").Scope.Scope> =>
   Effect.gen(function*() {
     const sink = yield* makeSpanExporter({
       url: options.tracesUrl,

@@ -70,7 +70,9 @@ export const render = (): string => {
     } else if (MetricState.isSummaryState(metricState)) {
       const { lines, name } = family(metricKey, "summary")
       for (const [quantile, value] of metricState.quantiles) {
-        lines.push(`${name}${labels(tags, ["quantile", String(quantile)])} ${number(Option.getOrElse(value, () => NaN))}`)
+        lines.push(
+          `${name}${labels(tags, ["quantile", String(quantile)])} ${number(Option.getOrElse(value, () => NaN))}`
+        )
       }
       lines.push(`${name}_sum${labels(tags)} ${number(metricState.sum)}`)
       lines.push(`${name}_count${labels(tags)} ${metricState.count}`)

@@ -9,9 +9,9 @@
  * The OTLP encoding (protobuf or JSON) and the resource are `@effect/opentelemetry`'s (`OtlpSerialization`,
  * `OtlpResource`); the library's own exporter keeps an unbounded buffer and no count of what it drops, hence this one.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
 import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { Cause, Duration, Effect, Exit, FiberSet, Option, type Scope } from "effect"
 import { spansDropped, spansExported } from "./Metrics.js"
 import type { RecordingSpan, SpanSink } from "./Tracer.js"

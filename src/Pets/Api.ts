@@ -3,14 +3,17 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Authorization } from "../Auth/Api.js"
+import { Authorization, RETRY_AFTER_HEADER_DOCS } from "../Auth/Api.js"
 import {
   BadRequestResponse,
+  IdempotencyKeyInUseResponse,
+  IdempotencyKeyReusedResponse,
   NotFoundResponse,
   PayloadTooLargeResponse,
   UnavailableResponse,
   UnsupportedMediaTypeResponse
 } from "../Domain/Errors.js"
+import { CreatePetHeaders, IDEMPOTENCY_KEY_HEADER } from "../Domain/Idempotency.js"
 import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
 
 /** getPet is removed on this date (RFC 8594 `Sunset`). */
@@ -25,17 +28,26 @@ type Operation = { responses: Record<string, { headers?: Record<string, unknown>
 type HeaderDoc = { readonly description: string; readonly schema?: { readonly type: string } }
 
 /** Documents response headers, which HttpApi has no declaration for, on the given statuses. */
-const responseHeaders = (headers: Record<string, HeaderDoc>, statuses?: ReadonlyArray<string>) =>
-(op: Record<string, any>) => {
-  const operation = op as Operation
-  for (const [status, response] of Object.entries(operation.responses)) {
-    if (statuses !== undefined && !statuses.includes(status)) continue
-    response.headers = {
-      ...response.headers,
-      ...Object.fromEntries(
-        Object.entries(headers).map(([name, doc]) => [name, { schema: { type: "string" }, ...doc }])
-      )
+const responseHeaders =
+  (headers: Record<string, HeaderDoc>, statuses?: ReadonlyArray<string>) => (op: Record<string, any>) => {
+    const operation = op as Operation
+    for (const [status, response] of Object.entries(operation.responses)) {
+      if (statuses !== undefined && !statuses.includes(status)) continue
+      response.headers = {
+        ...response.headers,
+        ...Object.fromEntries(
+          Object.entries(headers).map(([name, doc]) => [name, { schema: { type: "string" }, ...doc }])
+        )
+      }
     }
+    return op
+  }
+
+/** Header parameters under their usual spelling (HttpApi declares them in lower case, as requests carry them). */
+const headerNames = (names: ReadonlyArray<string>) => (op: Record<string, any>) => {
+  for (const parameter of op.parameters ?? []) {
+    const name = names.find((candidate) => candidate.toLowerCase() === parameter.name)
+    if (parameter.in === "header" && name !== undefined) parameter.name = name
   }
   return op
 }
@@ -62,19 +74,35 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
   .add(
     HttpApiEndpoint.post("createPet", "/pets")
       .setPayload(NewPet)
+      .setHeaders(CreatePetHeaders)
       // Annotating a schema drops its identifier; restating it keeps the 201 body a `$ref` to `Pet`, not a copy.
       .addSuccess(Pet.annotations(HttpApiSchema.annotations({ status: 201, identifier: "Pet" })))
       .addError(BadRequestResponse)
       .addError(PayloadTooLargeResponse)
       .addError(UnsupportedMediaTypeResponse)
+      .addError(IdempotencyKeyInUseResponse)
+      .addError(IdempotencyKeyReusedResponse)
       .annotate(OpenApi.Summary, "Add an animal")
       .annotate(
         OpenApi.Description,
-        "Adds an animal; the service assigns its id (a client-sent `id` is ignored). `status` defaults to `available`."
+        "Adds an animal; the service assigns its id (a client-sent `id` is ignored). `status` defaults to `available`. " +
+          "Send an `Idempotency-Key` to make retries safe: a retry with the same key and body is answered as the " +
+          "first request was, with `Idempotent-Replayed: true`, and adds nothing."
       )
       .annotate(
         OpenApi.Transform,
-        responseHeaders({ Location: { description: "The new animal's address, `/v1/pets/{id}`." } }, ["201"])
+        (op) =>
+          responseHeaders(RETRY_AFTER_HEADER_DOCS, ["409"])(
+            headerNames([IDEMPOTENCY_KEY_HEADER])(
+              responseHeaders({
+                Location: { description: "The new animal's address, `/v1/pets/{id}`." },
+                "Idempotent-Replayed": {
+                  description: "`true` when this is the recorded answer to an earlier request with the same " +
+                    "`Idempotency-Key` (no animal was added this time)."
+                }
+              }, ["201"])(op)
+            )
+          )
       )
   )
   .add(

@@ -1,20 +1,26 @@
 /**
  * The catalogue's handlers: each takes the decoded request, asks the repository, and adds the headers the contract
- * gives the answer (`Location`, `Link`, the deprecation headers). Typed by the declaration (`GroupHandlers`); the
- * HttpApi app (`PetsHttpLive`) and the request pipeline call these same functions.
+ * gives the answer (`Location`, `Link`, `Idempotent-Replayed`, a 409's `Retry-After`, the deprecation headers). Typed
+ * by the declaration (`GroupHandlers`); the HttpApi app (`PetsHttpLive`) and the request pipeline call these same
+ * functions.
  */
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { BASE_PATH, ServedApi } from "../Api.js"
+import { CurrentApiKey } from "../Auth/Api.js"
 import { NotFound } from "../Domain/Errors.js"
-import { LIMIT_DEFAULT, type ListPetsQuery, type Pet } from "../Domain/Pet.js"
+import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet } from "../Domain/Pet.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import type { GroupHandlers } from "../Serving/Handlers.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
+import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
 import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
+
+/** The address of a pet (`Location` of its 201). */
+const locationOf = (pet: Pet) => `${PETS_PATH}/${pet.id}`
 
 /** The `Link` to the page after `last`, keeping the query's limit and status filter. */
 export const nextPageLink = (query: ListPetsQuery & { readonly limit: number }, last: Pet): string => {
@@ -25,37 +31,79 @@ export const nextPageLink = (query: ListPetsQuery & { readonly limit: number }, 
 }
 
 export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers", {
-  effect: Effect.map(PetsRepo, (repo): GroupHandlers<typeof ServedApi, "pets"> => ({
-    listPets: ({ urlParams }) => {
-      const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
-      return repo.list(query).pipe(
-        orUnavailable,
-        Effect.tap((page) => page.more ? addResponseHeaders({ link: nextPageLink(query, page.pets.at(-1)!) }) : Effect.void),
-        Effect.map((page) => page.pets)
-      )
-    },
-    createPet: ({ payload }) =>
-      repo.create(payload).pipe(
-        orUnavailable,
-        Effect.tap((pet) => addResponseHeaders({ location: `${PETS_PATH}/${pet.id}` }))
-      ),
-    getPet: ({ path }) =>
-      repo.findById(path.petId).pipe(
-        orUnavailable,
-        Effect.flatMap(Option.match({
-          onNone: () => Effect.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
-          onSome: Effect.succeed
-        }))
-      )
-  }))
+  effect: Effect.gen(function*() {
+    const repo = yield* PetsRepo
+    const idempotency = yield* Idempotency
+
+    /**
+     * A create sent with an `Idempotency-Key`, scoped to the API key that sent it: the new pet, or the recorded answer
+     * of the create that used the key first (`Idempotent-Replayed: true`).
+     */
+    const createOnce = (key: string, payload: NewPet) =>
+      Effect.flatMap(CurrentApiKey, (apiKey) =>
+        idempotency.create({
+          scope: apiKey.id,
+          key,
+          pet: payload,
+          answer: (pet) => ({ status: 201, body: JSON.stringify(pet), location: locationOf(pet) })
+        })).pipe(
+          orUnavailable,
+          Effect.tapErrorTag(
+            "IdempotencyKeyInUse",
+            () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
+          ),
+          Effect.tap((outcome) =>
+            addResponseHeaders(
+              outcome._tag === "Created"
+                ? { location: locationOf(outcome.pet) }
+                : { location: outcome.answer.location ?? locationOf(outcome.pet), "idempotent-replayed": "true" }
+            )
+          ),
+          Effect.map((outcome) => outcome.pet)
+        )
+
+    return {
+      listPets: ({ urlParams }) => {
+        const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
+        return repo.list(query).pipe(
+          orUnavailable,
+          Effect.tap((page) =>
+            page.more ? addResponseHeaders({ link: nextPageLink(query, page.pets.at(-1)!) }) : Effect.void
+          ),
+          Effect.map((page) => page.pets)
+        )
+      },
+      createPet: ({ headers, payload }) => {
+        const key = headers["idempotency-key"]
+        if (key !== undefined) return createOnce(key, payload)
+        return repo.create(payload).pipe(
+          orUnavailable,
+          Effect.tap((pet) => addResponseHeaders({ location: locationOf(pet) }))
+        )
+      },
+      getPet: ({ path }) =>
+        repo.findById(path.petId).pipe(
+          orUnavailable,
+          Effect.flatMap(Option.match({
+            onNone: () => Effect.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
+            onSome: Effect.succeed
+          }))
+        )
+    } satisfies GroupHandlers<typeof ServedApi, "pets"> as GroupHandlers<typeof ServedApi, "pets">
+  }),
+  dependencies: [Idempotency.Default]
 }) {}
 
-export const PetsHttpLive = HttpApiBuilder.group(ServedApi, "pets", (handlers) =>
-  Effect.map(PetsHandlers, (pets) =>
-    handlers
-      .handle("listPets", pets.listPets)
-      .handle("createPet", pets.createPet)
-      .handle("getPet", pets.getPet)))
+export const PetsHttpLive = HttpApiBuilder.group(
+  ServedApi,
+  "pets",
+  (handlers) =>
+    Effect.map(PetsHandlers, (pets) =>
+      handlers
+        .handle("listPets", pets.listPets)
+        .handle("createPet", pets.createPet)
+        .handle("getPet", pets.getPet))
+)
 
 /** The headers of every getPet answer (the `Deprecation` middleware). */
 export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {

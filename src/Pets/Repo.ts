@@ -34,18 +34,86 @@ export interface Page {
   readonly more: boolean
 }
 
+/** What a create sent with an `Idempotency-Key` answered: kept to answer its retries alike. */
+export interface RecordedAnswer {
+  readonly status: number
+  /** The body, as sent. */
+  readonly body: string
+  readonly location: string | null
+}
+
+export interface IdempotencyRecord extends RecordedAnswer {
+  /** The digest of the decoded payload it answered. */
+  readonly fingerprint: string
+}
+
+export interface CreateOnceRequest {
+  readonly pet: NewPet
+  /** Whose key it is: the id of the API key that sent it. */
+  readonly scope: string
+  readonly key: string
+  readonly fingerprint: string
+  /** Milliseconds since the epoch: records that expire by then count as absent. */
+  readonly now: number
+  readonly expiresAt: number
+  /** The answer to record for the new pet. */
+  readonly answer: (pet: Pet) => RecordedAnswer
+}
+
+export type CreateOnceResult =
+  | { readonly _tag: "Created"; readonly pet: Pet }
+  | { readonly _tag: "Recorded"; readonly record: IdempotencyRecord }
+  /** Another transaction holds the key (PostgreSQL: another request, on any replica). */
+  | { readonly _tag: "InUse" }
+
 export interface PetsRepository {
   /**
    * Adds a pet; the returned row is committed before this succeeds (an autocommitted statement: SQLite with
    * synchronous=FULL, PostgreSQL with synchronous_commit on, its default).
    */
   readonly create: (pet: NewPet) => Effect.Effect<Pet, SqlError.SqlError>
+  /**
+   * A create sent with an idempotency key, as one unit: in ONE transaction, the key's live record is read; if there is
+   * none, the pet and the record of its answer are inserted, so a committed pet always has its record. On PostgreSQL the
+   * transaction first takes a transaction-scoped advisory lock on (scope, key) without waiting: a request that finds it
+   * taken is told `InUse`, on whichever replica it runs.
+   */
+  readonly createOnce: (request: CreateOnceRequest) => Effect.Effect<CreateOnceResult, SqlError.SqlError>
   readonly findById: (id: PetId) => Effect.Effect<Option.Option<Pet>, SqlError.SqlError>
   /** One keyset page in id order; one extra row is read to tell whether another page follows. */
   readonly list: (options: ListOptions) => Effect.Effect<Page, SqlError.SqlError>
 }
 
 const COLUMNS = `id, name, category_id AS "categoryId", status`
+const RECORD_COLUMNS = "fingerprint, status, body, location"
+const INSERT_RECORD = `INSERT INTO idempotency_keys
+  (scope, idempotency_key, fingerprint, status, body, location, created_at, expires_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (scope, idempotency_key) DO UPDATE SET
+    fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body,
+    location = excluded.location, created_at = excluded.created_at, expires_at = excluded.expires_at
+  WHERE idempotency_keys.expires_at <= excluded.created_at`
+const SELECT_RECORD =
+  `SELECT ${RECORD_COLUMNS} FROM idempotency_keys WHERE scope = ? AND idempotency_key = ? AND expires_at > ?`
+/** `?` placeholders as PostgreSQL numbers them. */
+const numbered = (statement: string) => {
+  let n = 0
+  return statement.replace(/\?/g, () => `$${++n}`)
+}
+
+const recordValues = (request: CreateOnceRequest, pet: Pet) => {
+  const answer = request.answer(pet)
+  return [
+    request.scope,
+    request.key,
+    request.fingerprint,
+    answer.status,
+    answer.body,
+    answer.location,
+    request.now,
+    request.expiresAt
+  ] as const
+}
 
 const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
@@ -60,11 +128,28 @@ const sqliteRepository = (db: Database, { runStatement: run }: StatementHooks): 
   const findOneSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id = ?`)
   const pageSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
   const pageByStatusSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
+  const createOnceSql: Statement = { system: "sqlite", operation: "INSERT", collection: "pets", text: INSERT_RECORD }
   const insert = db.prepare<Pet, [string, number, string]>(insertSql.text!)
   const findOne = db.prepare<Pet, [number]>(findOneSql.text!)
   const page = db.prepare<Pet, [number, number]>(pageSql.text!)
   const pageByStatus = db.prepare<Pet, [string, number, number]>(pageByStatusSql.text!)
+  const selectRecord = db.prepare<IdempotencyRecord, [string, string, number]>(SELECT_RECORD)
+  const insertRecord = db.prepare(INSERT_RECORD)
+  /**
+   * The statements of an idempotent create, to run inside a write transaction (they read, then write, under one lock;
+   * a writer that commits several requests at once runs this inside its own transaction).
+   */
+  const createOnceStatements = (request: CreateOnceRequest): CreateOnceResult => {
+    const record = selectRecord.get(request.scope, request.key, request.now)
+    if (record !== null) return { _tag: "Recorded", record }
+    const pet = insert.get(request.pet.name, request.pet.categoryId, request.pet.status)!
+    insertRecord.run(...recordValues(request, pet))
+    return { _tag: "Created", pet }
+  }
+  // IMMEDIATE: the write lock is taken first, so the read and the writes see one state of the file.
+  const createOnce = db.transaction(createOnceStatements)
   return {
+    createOnce: (request) => run(createOnceSql, () => createOnce.immediate(request), statementFailed),
     create: (pet) => run(insertSql, () => insert.get(pet.name, pet.categoryId, pet.status)!, statementFailed),
     findById: (id) => run(findOneSql, () => Option.fromNullable(findOne.get(id)), statementFailed),
     list: (options) =>
@@ -104,6 +189,38 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
             RETURNING ${columns}`
     })
 
+    // Transaction-scoped, so it goes with the transaction whatever happens; a 64-bit hash of the pair names it.
+    const tryLock = (request: CreateOnceRequest) =>
+      sql.onDialectOrElse({
+        pg: () =>
+          Effect.map(
+            sql<{ readonly locked: boolean }>`SELECT pg_try_advisory_xact_lock(
+              hashtextextended(${request.scope} || ' ' || ${request.key}, 0)) AS locked`,
+            (rows) => rows[0]?.locked === true
+          ),
+        orElse: () => Effect.succeed(true)
+      })
+
+    const createOnce = (request: CreateOnceRequest) =>
+      Effect.gen(function*() {
+        if (!(yield* tryLock(request))) return { _tag: "InUse" } as const
+        const found = yield* sql.unsafe<IdempotencyRecord>(numbered(SELECT_RECORD), [
+          request.scope,
+          request.key,
+          request.now
+        ])
+        if (found.length > 0) {
+          const record = found[0]
+          return { _tag: "Recorded", record: { ...record, status: Number(record.status) } } as const
+        }
+        const pet = yield* create(request.pet)
+        yield* sql.unsafe(numbered(INSERT_RECORD), [...recordValues(request, pet)])
+        return { _tag: "Created", pet } as const
+      }).pipe(
+        sql.withTransaction,
+        Effect.withSpan("PetsRepo.createOnce")
+      ) satisfies Effect.Effect<CreateOnceResult, SqlError.SqlError>
+
     const findOne = SqlSchema.findOne({
       Request: PetId,
       Result: PetRow,
@@ -115,7 +232,9 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
       Result: PetRow,
       execute: ({ after, limit, status }) =>
         sql`SELECT ${columns} FROM pets
-            WHERE ${sql.and(status === undefined ? [sql`id > ${after}`] : [sql`status = ${status}`, sql`id > ${after}`])}
+            WHERE ${
+          sql.and(status === undefined ? [sql`id > ${after}`] : [sql`status = ${status}`, sql`id > ${after}`])
+        }
             ORDER BY id LIMIT ${limit}`
     })
 
@@ -141,6 +260,6 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         Effect.withSpan("PetsRepo.list", { attributes: { ...options } })
       )
 
-    return { create, findById, list } satisfies PetsRepository as PetsRepository
+    return { create, createOnce, findById, list } satisfies PetsRepository as PetsRepository
   })
 }) {}

@@ -14,7 +14,10 @@ const EXPOSED_HEADERS = [
   "sunset",
   "www-authenticate",
   "allow",
-  "retry-after"
+  "retry-after",
+  "idempotent-replayed",
+  "ratelimit-policy",
+  "ratelimit"
 ].join(", ")
 
 /** The request headers a page may send besides the CORS-safelisted ones. */

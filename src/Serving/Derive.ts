@@ -24,6 +24,8 @@ export interface EndpointRoute {
   readonly decodeQuery: Decoder | undefined
   readonly decodeHeaders: Decoder | undefined
   readonly decodePayload: Decoder | undefined
+  /** The request headers the endpoint declares (lower case, as HttpApi reads them). */
+  readonly headerNames: ReadonlyArray<string>
   /** The middleware in the order they run (the first is the outermost, as HttpApi nests them). */
   readonly middleware: ReadonlyArray<Middleware>
   readonly handler: AnyHandler
@@ -94,6 +96,12 @@ const isArrayLike = (ast: AST.AST): boolean => {
     default:
       return false
   }
+}
+
+/** The names of the headers a headers schema declares, lower case. */
+const headerNamesOf = (ast: AST.AST): ReadonlyArray<string> => {
+  while (ast._tag === "Transformation" || ast._tag === "Refinement") ast = ast.from
+  return ast._tag === "TypeLiteral" ? ast.propertySignatures.map((p) => String(p.name).toLowerCase()) : []
 }
 
 const decoder = (schema: Option.Option<Schema.Schema.Any>): Decoder | undefined =>
@@ -191,6 +199,7 @@ export const deriveRoutes = (
         decodeQuery: decoder(endpoint.urlParamsSchema),
         decodeHeaders: decoder(endpoint.headersSchema),
         decodePayload: decoder(endpoint.payloadSchema),
+        headerNames: Option.match(endpoint.headersSchema, { onNone: () => [], onSome: (schema) => headerNamesOf(schema.ast) }),
         middleware,
         handler,
         successStatus: status,

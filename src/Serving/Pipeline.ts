@@ -1,8 +1,9 @@
 /**
- * Running one request to a declared endpoint: decode → middleware → handler → encode, in a fiber of the request's
- * own, the answer made inside that fiber (so the headers that middleware and handlers add, and the log annotations
- * they set, are the fiber's). The stages are built once per route from what `Derive.ts` derived; a request only
- * supplies its input.
+ * Running one request to a declared endpoint: middleware → decode → handler → encode, in a fiber of the request's
+ * own, the answer made inside that fiber. The fiber starts with a context of the request's own: the request, the
+ * headers its answer collects, the annotations its log lines carry (its request id for every fiber it starts: the
+ * runtime's loggers read it there, `Logging.withRequestAnnotations`). The stages are built once per route from what
+ * `Derive.ts` derived; a request only supplies its input.
  *
  * As in HttpApi, the middleware run before the request is decoded (an unauthenticated request is a 401 whatever its
  * query), and a failure is encoded as the endpoint declares it; a failure it does not declare is a logged 500, an
@@ -16,16 +17,13 @@ import {
   Either,
   Exit,
   FiberId,
-  FiberRef,
-  FiberRefs,
-  HashMap,
-  HashSet,
-  Logger,
   Option,
   ParseResult,
   Runtime,
   Tracer
 } from "effect"
+import { RequestLogContext } from "../Logging.js"
+import { AnswerHeaders } from "../ResponseHeaders.js"
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
@@ -43,16 +41,15 @@ export interface Answer {
   readonly status: number
   readonly body: string | null
   readonly headers: Record<string, string>
-  /** The request fiber's log annotations at the end (its request id, the key id its middleware set, …). */
-  readonly annotations: HashMap.HashMap<string, unknown>
+  /** The annotations set while serving the request (the key id its middleware set, …), for its log line. */
+  readonly annotations: Readonly<Record<string, unknown>>
 }
 
 const JSON_HEADERS = { "content-type": "application/json" } as const
 
-export const refusalAnswer = (
-  refusal: Refusals.Refusal,
-  annotations: HashMap.HashMap<string, unknown> = HashMap.empty()
-): Answer => ({
+const NONE: Readonly<Record<string, unknown>> = {}
+
+export const refusalAnswer = (refusal: Refusals.Refusal, annotations = NONE): Answer => ({
   status: refusal.status,
   body: Refusals.refusalBody(refusal),
   headers: refusal.headers === undefined ? { ...JSON_HEADERS } : { ...JSON_HEADERS, ...refusal.headers },
@@ -116,7 +113,7 @@ const failureAnswer = (route: EndpointRoute, cause: Cause.Cause<unknown>) => {
         status: declared.status,
         body: JSON.stringify(declared.encode(error)),
         headers: { ...JSON_HEADERS },
-        annotations: HashMap.empty()
+        annotations: NONE
       })
     }
   }
@@ -124,25 +121,28 @@ const failureAnswer = (route: EndpointRoute, cause: Cause.Cause<unknown>) => {
 }
 
 /**
- * The answer, finished in the request's fiber: the headers its pre-response handlers add (`addResponseHeaders`, the
- * framework's mechanism, so middleware written for HttpApi work unchanged) and its log annotations.
+ * The answer, finished in the request's fiber: with the headers handlers and middleware added (`addResponseHeaders`),
+ * then what any pre-response handler of the framework's makes of it (so middleware written for HttpApi work unchanged),
+ * and the annotations set while serving it.
  */
 const finish = (answer: Answer) =>
   Effect.withFiberRuntime<Answer>((fiber) => {
-    const annotations = fiber.getFiberRef(FiberRef.currentLogAnnotations)
-    const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
-    if (handler._tag === "None") return Effect.succeed({ ...answer, annotations })
-    const request = Context.unsafeGet(fiber.currentContext, RequestInput).request
-    const response = HttpServerResponse.empty({ status: answer.status, headers: answer.headers })
-    return Effect.map(Effect.orDie(handler.value(request, response)), (finished) => ({
+    const input = Context.unsafeGet(fiber.currentContext, RequestInput)
+    const made: Answer = {
       ...answer,
+      headers: { ...answer.headers, ...input.answerHeaders },
+      annotations: input.log.annotations
+    }
+    const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
+    if (handler._tag === "None") return Effect.succeed(made)
+    const response = HttpServerResponse.empty({ status: made.status, headers: made.headers })
+    return Effect.map(Effect.orDie(handler.value(input.request, response)), (finished) => ({
+      ...made,
       status: finished.status,
-      headers: { ...finished.headers },
-      annotations
+      headers: { ...finished.headers }
     }))
   })
 
-/** The whole pipeline of one route, built once: it never fails, its value is the answer. */
 type Services = RequestInput | HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams
 
 const makeProgram = (route: EndpointRoute): Effect.Effect<Answer, never, Services> => {
@@ -157,8 +157,8 @@ const makeProgram = (route: EndpointRoute): Effect.Effect<Answer, never, Service
       finish(
         HttpServerResponse.isServerResponse(value)
           // A handler that answers with a response of its own: kept as it is but for its body, which is not JSON.
-          ? { status: value.status, body: null, headers: { ...value.headers }, annotations: HashMap.empty() }
-          : { status: route.successStatus, body: route.encodeSuccess(value), headers: { ...JSON_HEADERS }, annotations: HashMap.empty() }
+          ? { status: value.status, body: null, headers: { ...value.headers }, annotations: NONE }
+          : { status: route.successStatus, body: route.encodeSuccess(value), headers: { ...JSON_HEADERS }, annotations: NONE }
       ),
     onFailure: (cause) => Effect.flatMap(failureAnswer(route, cause), finish)
   })
@@ -185,21 +185,24 @@ export type Pipeline = (route: EndpointRoute, input: PipelineRequest) => Answer 
 export const makePipeline = (runtime: Runtime.Runtime<never>, routes: ReadonlyArray<EndpointRoute>): Pipeline => {
   // Each program's services are in the context its fiber starts with (below).
   const programs = new Map(routes.map((route) => [route, makeProgram(route) as Effect.Effect<Answer>]))
-  const base = withRequestIds(runtime)
   const baseServices = (runtime.context as unknown as { readonly unsafeMap: Map<string, unknown> }).unsafeMap
 
   return (route, input) => {
     const request = HttpServerRequest.fromWeb(input.request)
     const services = new Map(baseServices)
-    services.set(RequestInput.key, { ...input, services, request })
+    const answerHeaders: Record<string, string> = {}
+    const log = { requestId: input.requestId, annotations: {} }
+    services.set(RequestInput.key, { ...input, services, request, answerHeaders, log })
     services.set(HttpServerRequest.HttpServerRequest.key, request)
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
+    services.set(AnswerHeaders.key, answerHeaders)
+    services.set(RequestLogContext.key, log)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const fiber = Runtime.runFork(
-      Runtime.make({ context: Context.unsafeMake<never>(services), fiberRefs: base.fiberRefs, runtimeFlags: base.runtimeFlags })
+      Runtime.make({ context: Context.unsafeMake<never>(services), fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
     )(programs.get(route)!)
     const answerOf = (exit: Exit.Exit<Answer>) =>
-      Exit.isSuccess(exit) ? exit.value : refusalAnswer(Refusals.shuttingDown)
+      Exit.isSuccess(exit) ? exit.value : refusalAnswer(Refusals.shuttingDown, log.annotations)
     const done = fiber.unsafePoll()
     if (done !== null) return answerOf(done)
     const signal = input.request.signal
@@ -213,22 +216,3 @@ export const makePipeline = (runtime: Runtime.Runtime<never>, routes: ReadonlyAr
     )
   }
 }
-
-/**
- * The runtime with every logger naming the request a line is logged for: the request id is read from the logging
- * fiber's context (a request's fiber, or any fiber it started, which inherit its context), so no fiber carries an
- * annotation of its own for it (setting one copies the fiber's references on every request).
- */
-const withRequestIds = (runtime: Runtime.Runtime<never>) =>
-  Runtime.updateFiberRefs(runtime, (refs) =>
-    FiberRefs.updateAs(refs, {
-      fiberId: FiberId.none,
-      fiberRef: FiberRef.currentLoggers,
-      value: HashSet.map(FiberRefs.getOrDefault(refs, FiberRef.currentLoggers), (logger) =>
-        Logger.mapInputOptions(logger, (options) => {
-          const input = Context.getOption(FiberRefs.getOrDefault(options.context, FiberRef.currentContext), RequestInput)
-          return input._tag === "None"
-            ? options
-            : { ...options, annotations: HashMap.set(options.annotations, "requestId", input.value.requestId) }
-        }))
-    }))

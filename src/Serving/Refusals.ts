@@ -5,6 +5,7 @@
  */
 import type { ParseResult } from "effect"
 import { type ErrorCode, errorBody } from "../Domain/Errors.js"
+import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
 
 export interface Refusal {
   readonly status: number
@@ -57,7 +58,7 @@ export const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>)
 export const unreadablePath = (path: string) =>
   refusal(400, "invalid_path", `Invalid path parameter in ${truncate(path)}: it cannot be read.`)
 export const internalError = refusal(500, "internal_error", "The server failed to answer this request; it has been logged.")
-export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.")
+export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.", UNAVAILABLE_HEADERS)
 
 /** Which part of the request a failed decode was about. */
 export type DecodedPart = "path" | "query" | "body" | "header"

@@ -4,7 +4,8 @@
  * authorization middleware set). Written by the JSON writer of `Logging.ts` when there is one (much cheaper than the
  * Effect logger, same line), otherwise through the configured logger.
  */
-import { Effect, FiberRef, FiberRefs, HashMap, LogLevel, Runtime } from "effect"
+import { Effect, FiberId, FiberRef, FiberRefs, HashSet, LogLevel, Runtime } from "effect"
+import { withRequestAnnotations } from "../Logging.js"
 import type { RequestLogWriter } from "../Logging.js"
 import { pathOf } from "./Url.js"
 
@@ -12,7 +13,7 @@ export type RequestLogger = (
   request: Request,
   status: number,
   started: number,
-  annotations: HashMap.HashMap<string, unknown> | undefined,
+  annotations: Readonly<Record<string, unknown>> | undefined,
   requestId: string
 ) => void
 
@@ -27,8 +28,17 @@ export const makeRequestLogger = (runtime: Runtime.Runtime<never>, writer: Reque
       status,
       durationMs: Math.round((performance.now() - started) * 100) / 100
     }
-    const all = HashMap.set(annotations ?? HashMap.empty(), "requestId", requestId)
+    const all = { requestId, ...annotations }
     if (writer !== undefined) return writer(fields, all)
-    runFork(Effect.logInfo("request").pipe(Effect.annotateLogs({ ...Object.fromEntries(all), ...fields })))
+    runFork(Effect.logInfo("request").pipe(Effect.annotateLogs({ ...all, ...fields })))
   }
 }
+
+/** The runtime with every logger naming the request a line is logged for (`Logging.withRequestAnnotations`). */
+export const withRequestLoggers = <R>(runtime: Runtime.Runtime<R>): Runtime.Runtime<R> =>
+  Runtime.updateFiberRefs(runtime, (refs) =>
+    FiberRefs.updateAs(refs, {
+      fiberId: FiberId.none,
+      fiberRef: FiberRef.currentLoggers,
+      value: HashSet.map(FiberRefs.getOrDefault(refs, FiberRef.currentLoggers), withRequestAnnotations)
+    }))

@@ -5,7 +5,7 @@
  *   head and target gate → CORS preflight → route table (404/405) → body gate → the endpoint's pipeline (or, for the
  *   server's own routes, the HttpApi app) → the server's headers (request id, protective headers, CORS) → the log line.
  */
-import { HashMap, type Tracer } from "effect"
+import type { Tracer } from "effect"
 import { type ObservabilityHooks, type RequestObservation, withTraceIds } from "../Observability/Hooks.js"
 import type { Cors } from "./Cors.js"
 import type { EndpointRoute } from "./Derive.js"
@@ -19,13 +19,13 @@ import { pathOf, queryOf } from "./Url.js"
 
 /** What serves a method of a path: a declared endpoint, or the HttpApi app (the server's own routes). */
 export type Target =
-  | { readonly _tag: "Endpoint"; readonly route: EndpointRoute; readonly headerNames: ReadonlyArray<string> }
+  | { readonly _tag: "Endpoint"; readonly route: EndpointRoute }
   | { readonly _tag: "App" }
 
-/** An answer of the HttpApi app: its response, and the log annotations its fiber ended with. */
+/** An answer of the HttpApi app: its response, and the annotations set while serving it. */
 export interface AppAnswer {
   readonly response: Response
-  readonly annotations: HashMap.HashMap<string, unknown>
+  readonly annotations: Readonly<Record<string, unknown>>
 }
 
 type Served = Answer | AppAnswer
@@ -80,10 +80,7 @@ export const makeServer = (options: ServerOptions): Server => {
       response = new Response(request.method === "HEAD" ? null : served.body, { status: served.status, headers })
     }
     log(request, response.status, started, withTraceIds(served.annotations, observed?.parentSpan), requestId)
-    if (observed !== undefined) {
-      const keyId = HashMap.get(served.annotations, "keyId")
-      observed.end(response.status, keyId._tag === "Some" ? String(keyId.value) : undefined)
-    }
+    observed?.end(response.status, served.annotations.keyId as string | undefined)
     return response
   }
 
@@ -138,7 +135,7 @@ export const makeServer = (options: ServerOptions): Server => {
     if (match === undefined) return refuse(request, requestId, started, Refusals.notFound(path), observed)
     const { entry, params } = match
     if (cors !== undefined && cors.isPreflight(method, request.headers)) {
-      const declared = [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.headerNames : [])
+      const declared = [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.route.headerNames : [])
       const headers = cors.preflightHeaders(request.headers.get("origin"), entry.methods, declared)
       if (headers !== undefined) {
         const preflight = new Response(null, { status: 204, headers: { ...headers, "x-request-id": requestId } })

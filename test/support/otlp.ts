@@ -56,9 +56,12 @@ const fields = (bytes: Uint8Array): Map<number, Array<Field>> => {
 
 const hex = (bytes: Uint8Array) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
-const messages = (map: Map<number, Array<Field>>, n: number) => (map.get(n) ?? []).map((f) => fields(f.value as Uint8Array))
-const bytesOf = (map: Map<number, Array<Field>>, n: number) => (map.get(n)?.[0]?.value as Uint8Array | undefined) ?? new Uint8Array()
-const intOf = (map: Map<number, Array<Field>>, n: number) => Number((map.get(n)?.[0]?.value as bigint | undefined) ?? 0n)
+const messages = (map: Map<number, Array<Field>>, n: number) =>
+  (map.get(n) ?? []).map((f) => fields(f.value as Uint8Array))
+const bytesOf = (map: Map<number, Array<Field>>, n: number) =>
+  (map.get(n)?.[0]?.value as Uint8Array | undefined) ?? new Uint8Array()
+const intOf = (map: Map<number, Array<Field>>, n: number) =>
+  Number((map.get(n)?.[0]?.value as bigint | undefined) ?? 0n)
 
 /** AnyValue: string 1, bool 2, int 3, double 4. */
 const anyValue = (map: Map<number, Array<Field>>): unknown => {

@@ -225,7 +225,8 @@ const groups: Record<string, ReadonlyArray<Case>> = {
       check: ({ headers }) => expect(headers.allow).toBe("GET, HEAD")
     },
     { name: "POST /healthz", bytes: () => request("POST /healthz HTTP/1.1", { headers: JSON_TYPE, body: "{}" }), expected: error(405, "method_not_allowed") },
-    { name: "CONNECT (authority form: no path)", bytes: () => request("CONNECT 127.0.0.1:80 HTTP/1.1"), expected: error(404, "not_found") },
+    // Bun reads an authority-form target as `/`, which is a route (the redirect to /docs) that takes GET only.
+    { name: "CONNECT (authority form: no path)", bytes: () => request("CONNECT 127.0.0.1:80 HTTP/1.1"), expected: error(405, "method_not_allowed") },
     { name: "an unknown method token", bytes: () => request("BREW /v1/pets HTTP/1.1"), expected: closed },
     { name: "a lower-case method", bytes: () => request("get /v1/pets HTTP/1.1"), expected: closed }
   ],

@@ -49,7 +49,10 @@ describe("observability of the executable", () => {
       expect((await fetch(`${server.origin}/metrics`)).status).toBe(404)
       const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
       const metrics = await getMetricsFromIterator(text.split("\n")[Symbol.iterator]())
-      expect(metrics["petstore_build_info"].data[0]).toMatchObject({ labels: { version: expect.any(String) }, value: 1 })
+      expect(metrics["petstore_build_info"].data[0]).toMatchObject({
+        labels: { version: expect.any(String) },
+        value: 1
+      })
       expect(metrics["petstore_draining"].data[0]).toMatchObject({ value: 0 })
       expect(metrics["process_resident_memory_bytes"].type).toBe("gauge")
       const listed = (metrics["http_server_request_duration_seconds"].data as Array<any>).find((series) =>
@@ -63,8 +66,14 @@ describe("observability of the executable", () => {
       const servers = receiver.spans.filter((span) => span.name === "GET /v1/pets")
       expect(servers).toHaveLength(3)
       for (const span of servers) {
-        expect(span).toMatchObject({ traceId, parentSpanId: "00f067aa0ba902b7", resource: { "service.name": "petstore" } })
-        expect(receiver.spans.some((child) => child.parentSpanId === span.spanId && child.name === "SELECT pets")).toBe(true)
+        expect(span).toMatchObject({
+          traceId,
+          parentSpanId: "00f067aa0ba902b7",
+          resource: { "service.name": "petstore" }
+        })
+        expect(receiver.spans.some((child) => child.parentSpanId === span.spanId && child.name === "SELECT pets")).toBe(
+          true
+        )
       }
       const requestLines = server.output().split("\n").filter((line) => line.includes("\"traced-"))
         .map((line) => JSON.parse(line).annotations)

@@ -1,0 +1,130 @@
+/**
+ * A typed client of the petstore API, derived from its declaration (`Api.ts`). It needs only `effect` and
+ * `@effect/platform` (this module and the declarations it imports use nothing else), and an `HttpClient`
+ * (`FetchHttpClient.layer` in a browser, Node or Bun).
+ *
+ *     const client = yield* makeClient({ baseUrl: "http://localhost:8080/v1", apiKey: process.env.API_KEY! })
+ *     const rex = yield* client.createPet({ name: "Rex", categoryId: 1 })          // status: "available" by default
+ *     yield* client.createPet(pet, { idempotencyKey: crypto.randomUUID() })          // safe to retry with the same key
+ *     const page = yield* client.listPets({ limit: 20 })                              // page.pets, page.next
+ *     const all = yield* Stream.runCollect(client.allPets({ status: "available" })) // follows Link: rel="next"
+ */
+import { HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import type { HttpApiError, HttpClientError } from "@effect/platform"
+import { Effect, Option, type ParseResult, Redacted, Schema, Stream } from "effect"
+import { Api } from "./Api.js"
+import type {
+  BadRequest,
+  IdempotencyKeyInUse,
+  IdempotencyKeyReused,
+  NotFound,
+  PayloadTooLarge,
+  RateLimited,
+  Unauthorized,
+  Unavailable,
+  UnsupportedMediaType
+} from "./Domain/Errors.js"
+import { ListPetsQuery, NewPet, type Pet, PetId, type PetStatus } from "./Domain/Pet.js"
+
+export type { Pet, PetStatus }
+
+/** A new pet as the wire takes it: `status` may be left out (`available`); the name is trimmed by the service. */
+export type NewPetInput = typeof NewPet.Encoded
+
+/** The query of `listPets`: plain numbers (the schemas check them before anything is sent). */
+export interface ListQuery {
+  readonly limit?: number | undefined
+  readonly status?: PetStatus | undefined
+  readonly after?: number | undefined
+}
+
+/** A page of pets, and the query of the next page when more follow (from the `Link: rel="next"` header). */
+export interface Page {
+  readonly pets: ReadonlyArray<Pet>
+  readonly next: Option.Option<ListQuery>
+}
+
+/** What a call may fail with: the service's typed errors, a transport failure, or a value the schemas refuse. */
+export type PetstoreError =
+  | BadRequest
+  | Unauthorized
+  | NotFound
+  | PayloadTooLarge
+  | UnsupportedMediaType
+  | IdempotencyKeyInUse
+  | IdempotencyKeyReused
+  | RateLimited
+  | Unavailable
+  | HttpApiError.HttpApiDecodeError
+  | HttpClientError.HttpClientError
+  | ParseResult.ParseError
+
+export interface PetstoreClient {
+  readonly listPets: (query?: ListQuery) => Effect.Effect<Page, PetstoreError>
+  /**
+   * With an `idempotencyKey` (1 to 255 visible ASCII characters, e.g. a UUID), a retry of the same create with the same
+   * key is answered as the first was and adds nothing.
+   */
+  readonly createPet: (pet: NewPetInput, options?: CreateOptions) => Effect.Effect<Pet, PetstoreError>
+  /** Deprecated by the service (removed on 5 December 2030): use `listPets` or `allPets`. */
+  readonly getPet: (petId: number) => Effect.Effect<Pet, PetstoreError>
+  /** Every pet the query selects, page after page, following `Link: rel="next"` until the last. */
+  readonly allPets: (query?: Omit<ListQuery, "after">) => Stream.Stream<Pet, PetstoreError>
+}
+
+export interface CreateOptions {
+  readonly idempotencyKey?: string | undefined
+}
+
+export interface ClientOptions {
+  /** The API's base address, with its version segment: `https://api.petstore.example/v1`. */
+  readonly baseUrl: string
+  /** An API key (`petstore keys create`), sent as `Authorization: Bearer <API_KEY>`. */
+  readonly apiKey: string | Redacted.Redacted<string>
+}
+
+const decodeQuery = Schema.decodeUnknown(Schema.typeSchema(ListPetsQuery))
+const decodeWireQuery = Schema.decodeUnknown(ListPetsQuery)
+
+/** The query of the page a `Link` header's `rel="next"` points to, if there is one. */
+export const nextQuery = (link: string | undefined): Effect.Effect<Option.Option<ListQuery>, ParseResult.ParseError> => {
+  const target = /<([^>]*)>\s*;\s*rel="?next"?/.exec(link ?? "")?.[1]
+  if (target === undefined) return Effect.succeedNone
+  // `forEach`, not iteration: the DOM library without DOM.Iterable knows no iterator of URLSearchParams.
+  const params: Record<string, string> = {}
+  new URL(target, "http://link.invalid").searchParams.forEach((value, name) => params[name] = value)
+  return Effect.map(decodeWireQuery(params), Option.some)
+}
+
+/** A client of the service at `baseUrl`, sending `apiKey` with every request. */
+export const makeClient = (options: ClientOptions): Effect.Effect<PetstoreClient, never, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const key = Redacted.isRedacted(options.apiKey) ? options.apiKey : Redacted.make(options.apiKey)
+    const client = yield* HttpApiClient.make(Api, {
+      baseUrl: options.baseUrl,
+      transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(Redacted.value(key)))
+    })
+
+    const listPets = (query: ListQuery = {}) =>
+      Effect.gen(function*() {
+        const urlParams = yield* decodeQuery(query)
+        const [pets, response] = yield* client.listPets({ urlParams, withResponse: true })
+        return { pets, next: yield* nextQuery(response.headers.link) }
+      })
+
+    const createPet = (pet: NewPetInput, options: CreateOptions = {}) =>
+      Effect.flatMap(Schema.decodeUnknown(NewPet)(pet), (payload) =>
+        client.createPet({
+          payload,
+          headers: options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey }
+        }))
+
+    const getPet = (petId: number) =>
+      Effect.flatMap(Schema.decodeUnknown(PetId)(petId), (petId) => client.getPet({ path: { petId } }))
+
+    const allPets = (query: Omit<ListQuery, "after"> = {}) =>
+      Stream.paginateEffect(query as ListQuery, (query) => Effect.map(listPets(query), (page) => [page.pets, page.next] as const))
+        .pipe(Stream.flattenIterables)
+
+    return { listPets, createPet, getPet, allPets } satisfies PetstoreClient
+  })

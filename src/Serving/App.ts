@@ -1,0 +1,38 @@
+/**
+ * The HttpApi app as the server uses it: for the server's own routes (and, in the tests that compare the two, for the
+ * endpoints the pipeline serves). Its requests run on the same runtime, with the same request context for the log.
+ */
+import { type HttpApp, HttpApp as App, type HttpRouter } from "@effect/platform"
+import { Context, type Runtime, Tracer } from "effect"
+import { RequestLogContext } from "../Logging.js"
+import type { PipelineRequest } from "./Pipeline.js"
+import type { AppAnswer } from "./Server.js"
+
+/** Serves a request, under the request's server span when there is one. */
+export type AppServer = (request: Request, requestId: string, parentSpan?: Tracer.Span) => Promise<AppAnswer>
+
+export const makeAppServer = (
+  runtime: Runtime.Runtime<HttpRouter.HttpRouter.DefaultServices>,
+  app: HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
+): AppServer => {
+  const handler = App.toWebHandlerRuntime(runtime)(app)
+  return (request, requestId, parentSpan) => {
+    const log = { requestId, annotations: {} }
+    const context = Context.make(RequestLogContext, log)
+    return handler(request, parentSpan === undefined ? context : Context.add(context, Tracer.ParentSpan, parentSpan))
+      .then((response) => ({ response, annotations: log.annotations }))
+  }
+}
+
+/** An endpoint's request handed to the app once it passed the gates: the body already read, the client's signal kept. */
+export const handToApp = (serve: AppServer) => (_route: unknown, input: PipelineRequest) =>
+  serve(
+    new Request(input.request.url, {
+      method: input.request.method,
+      headers: input.request.headers,
+      body: input.body?.text ?? null,
+      signal: input.request.signal
+    }),
+    input.requestId,
+    input.parentSpan
+  )

@@ -1,0 +1,67 @@
+/**
+ * The PostgreSQL `RateLimiterStore` through `@effect/experimental`'s `RateLimiter`, as the in-memory store behaves:
+ * both algorithms, and one quota for several clients of the database at once.
+ */
+import { RateLimiter } from "@effect/experimental"
+import { SqlClient } from "@effect/sql"
+import { expect, it } from "@effect/vitest"
+import { Duration, Effect, Either, Layer } from "effect"
+import { makePostgresStore } from "../src/RateLimit/PostgresStore.js"
+import * as Sql from "../src/Sql.js"
+import { describePostgres } from "./support/backends.js"
+
+const realSleep = (ms: number) => Effect.promise(() => new Promise((done) => setTimeout(done, ms)))
+
+describePostgres((backend) => {
+  const limiterOn = Effect.gen(function*() {
+    const url = yield* backend.freshDatabase
+    const sql = yield* Effect.provide(SqlClient.SqlClient, yield* Layer.build(Sql.layer(url)))
+    return yield* RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, makePostgresStore(sql)))
+  })
+
+  it.scoped("fixed window: the limit, then refusals with the time left, then a new window", () =>
+    Effect.gen(function*() {
+      const limiter = yield* limiterOn
+      const take = limiter.consume({ key: "k", limit: 3, window: "1 second", algorithm: "fixed-window" })
+      const remaining = []
+      for (let i = 0; i < 3; i++) remaining.push((yield* take).remaining)
+      expect(remaining).toEqual([2, 1, 0])
+      const refused = yield* Effect.either(take)
+      expect(Either.isLeft(refused)).toBe(true)
+      if (Either.isLeft(refused) && refused.left.reason === "Exceeded") {
+        expect(Duration.toMillis(refused.left.retryAfter)).toBeGreaterThan(0)
+        expect(Duration.toMillis(refused.left.retryAfter)).toBeLessThanOrEqual(1000)
+      }
+      // Another key has a quota of its own.
+      expect((yield* limiter.consume({ key: "other", limit: 3, window: "1 second" })).remaining).toBe(2)
+      yield* realSleep(1050)
+      expect((yield* take).remaining).toBe(2)
+    }))
+
+  it.scoped("fixed window: concurrent takes admit exactly the limit", () =>
+    Effect.gen(function*() {
+      const limiter = yield* limiterOn
+      const results = yield* Effect.all(
+        Array.from(
+          { length: 30 },
+          () => Effect.either(limiter.consume({ key: "busy", limit: 10, window: "1 minute" }))
+        ),
+        { concurrency: "unbounded" }
+      )
+      expect(results.filter(Either.isRight)).toHaveLength(10)
+    }))
+
+  it.scoped("token bucket: the bucket empties, refuses, and refills one token per window/limit", () =>
+    Effect.gen(function*() {
+      const limiter = yield* limiterOn
+      // One token back per second: wide enough that a loaded machine does not refill a second one between two takes.
+      const take = limiter.consume({ key: "b", limit: 3, window: "3 seconds", algorithm: "token-bucket" })
+      const remaining = []
+      for (let i = 0; i < 3; i++) remaining.push((yield* take).remaining)
+      expect(remaining).toEqual([2, 1, 0])
+      expect(Either.isLeft(yield* Effect.either(take))).toBe(true)
+      yield* realSleep(1100)
+      expect((yield* take).remaining).toBe(0)
+      expect(Either.isLeft(yield* Effect.either(take))).toBe(true)
+    }))
+})
