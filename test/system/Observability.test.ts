@@ -24,19 +24,29 @@ describe("observability of the executable", () => {
     withReceiver(async (receiver) => {
       const database = `${scratchDirectory()}/observed.db`
       const { key } = createKey(database)
-      const metricsPort = await freePort()
-      const server = await startPetstore({
-        database,
-        env: {
-          METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
-          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-          OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
-          // Nothing leaves before the drain: what the receiver gets, the drain's flush sent.
-          OTEL_BSP_SCHEDULE_DELAY: "600000",
-          OTEL_METRIC_EXPORT_INTERVAL: "600000",
-          TRACING: "on"
+      const start = async (attempt: number): Promise<readonly [number, Awaited<ReturnType<typeof startPetstore>>]> => {
+        const metricsPort = await freePort()
+        try {
+          const server = await startPetstore({
+            database,
+            env: {
+              METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
+              OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+              OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+              // Nothing leaves before the drain: what the receiver gets, the drain's flush sent.
+              OTEL_BSP_SCHEDULE_DELAY: "600000",
+              OTEL_METRIC_EXPORT_INTERVAL: "600000",
+              TRACING: "on"
+            }
+          })
+          return [metricsPort, server]
+        } catch (error) {
+          // Another test may have taken the metrics port between its choice and the listen.
+          if (attempt < 3 && /METRICS_ADDRESS/.test(String(error))) return start(attempt + 1)
+          throw error
         }
-      })
+      }
+      const [metricsPort, server] = await start(1)
       expect(metricsPort).not.toBe(server.port)
       const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
       const traceparent = `00-${traceId}-00f067aa0ba902b7-01`
