@@ -188,9 +188,15 @@ interface Variant {
   readonly scenarios: ReadonlyArray<string>
 }
 
+/** Where the tracing rows export their spans: a local OTLP sink (`bench/sink.ts`), as they would to a collector. */
+const SINK_PORT = freePort()
+const TRACED = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${SINK_PORT}`, OTEL_TRACES_SAMPLER: "traceidratio" }
+
 const VARIANTS: ReadonlyArray<Variant> = [
   { name: "request log on", env: { LOG_LEVEL: "info" }, scenarios: ["list 20"] },
-  { name: "tracing on", env: { TRACING: "on" }, scenarios: ["list 20"] },
+  { name: "metrics on", env: { METRICS_ADDRESS: `127.0.0.1:${freePort()}` }, scenarios: ["list 20", "get one"] },
+  { name: "tracing 10 %", env: { ...TRACED, OTEL_TRACES_SAMPLER_ARG: "0.1" }, scenarios: ["list 20", "get one"] },
+  { name: "tracing 100 %", env: { ...TRACED, OTEL_TRACES_SAMPLER_ARG: "1" }, scenarios: ["list 20", "get one"] },
   {
     name: "CORS on (CORS_ORIGINS set, requests with Origin)",
     env: { CORS_ORIGINS: "https://app.example.com" },
@@ -315,6 +321,11 @@ const main = async () => {
   const petstore = await start("petstore", "petstore", dbs.petstore, key)
   const raw = await start("raw", "raw", dbs.raw, key)
   const rawNoFsync = await start("raw, no fsync per commit", "raw", dbs.rawNoFsync, key, { RAW_SYNCHRONOUS: "NORMAL" })
+  const sink = spawn(["bun", join(ROOT, "bench", "sink.ts")], {
+    env: { ...process.env, PORT: String(SINK_PORT) },
+    stdout: "ignore",
+    stderr: "inherit"
+  })
   const variantServers = new Map<Variant, Server>()
   for (const variant of ONLY.length === 0 ? VARIANTS : []) {
     const db = copyDb(base.file, join(DATA, `variant-${variantServers.size}.db`))
@@ -397,6 +408,8 @@ const main = async () => {
     )
 
     for (const server of all) await server.stop()
+    sink.kill("SIGTERM")
+    await sink.exited
 
     // Cost as the data grows: the same lists on small and large catalogues.
     const growth: Array<Record<string, unknown>> = []
@@ -481,6 +494,7 @@ const main = async () => {
     console.log(`\nJSON: bench/results/latest.json (${result.seconds} s)`)
   } finally {
     for (const server of all) await server.stop().catch(() => {})
+    sink.kill()
   }
 }
 

@@ -121,9 +121,3 @@ export const CorsOrigins = Config.array(
   ),
   "CORS_ORIGINS"
 ).pipe(Config.option, Config.map(Option.filter((origins) => origins.length > 0)))
-
-/** `TRACING=on` turns Effect's tracer spans on (off by default: they cost a fifth of a request's time). */
-export const TracingEnabled = oneOf("TRACING", ["on", "off"]).pipe(
-  Config.withDefault("off" as const),
-  Config.map((value) => value === "on")
-)

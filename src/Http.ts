@@ -10,6 +10,7 @@ import { ApiKeys } from "./Auth/ApiKeys.js"
 import { DEFAULT_REQUEST_TIMEOUT } from "./Deadlines.js"
 import { AuthorizationLive, BearerCheck } from "./Auth/Http.js"
 import { RequestLog } from "./Logging.js"
+import { Observability } from "./Observability/Hooks.js"
 import { DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
 import { PetsRepo } from "./Pets/Repo.js"
 import { handToApp, makeAppServer } from "./Serving/App.js"
@@ -98,7 +99,8 @@ export const webHandlerFrom = <E, R>(
           ),
         app,
         cors: Option.getOrUndefined(Option.map(options.corsOrigins, makeCors)),
-        log: makeRequestLogger(runtime as Runtime.Runtime<never>, Option.getOrUndefined(yield* Effect.serviceOption(RequestLog)))
+        log: makeRequestLogger(runtime as Runtime.Runtime<never>, Option.getOrUndefined(yield* Effect.serviceOption(RequestLog))),
+        observe: Option.getOrUndefined(yield* Effect.serviceOption(Observability))?.observeRequest
       })
     })
   ).pipe(

@@ -2,11 +2,16 @@
  * Where the process is in its life: serving, or draining after SIGTERM/SIGINT (readiness then answers 503 so that a
  * load balancer stops sending traffic, while the requests already in flight are completed).
  */
-import { Effect, Ref } from "effect"
+import { Effect, Metric, Ref } from "effect"
+
+/** The same state as a metric (`/metrics`, OTLP): 1 once the drain has started. */
+export const drainingGauge = Metric.gauge("petstore_draining", {
+  description: "1 once SIGTERM/SIGINT has started the drain, else 0"
+})
 
 export class Lifecycle extends Effect.Service<Lifecycle>()("Lifecycle", {
   effect: Effect.map(Ref.make(false), (draining) => ({
     draining: Ref.get(draining),
-    startDrain: Ref.set(draining, true)
+    startDrain: Effect.zipRight(Ref.set(draining, true), Effect.sync(() => drainingGauge.unsafeUpdate(1, [])))
   }))
 }) {}

@@ -1,13 +1,14 @@
 /**
- * Running the service: the HTTP server on a database, with the logger and the tracer as configured. `petstore serve`
+ * Running the service: the HTTP server on a database, with the logger, traces and metrics as configured. `petstore serve`
  * (the command line's) and a bare start (`main.ts`) both come here.
  */
 import { Config, Effect, Layer, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
-import { CorsOrigins, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout, TracingEnabled } from "./Config.js"
+import { CorsOrigins, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
 import { RequestTimeoutConfig } from "./Deadlines.js"
 import { HttpLive } from "./Listener.js"
 import { LoggingLive } from "./Logging.js"
+import { ObservabilityLive } from "./Observability/Live.js"
 import * as Sql from "./Sql.js"
 
 export const VERSION: string = pkg.version
@@ -21,10 +22,13 @@ export interface ServeOptions {
 /** Where to listen and which database to use, from the environment alone (what the command-line flags override). */
 export const ServeOptionsConfig: Config.Config<ServeOptions> = Config.all({ host: Host, port: Port, database: Sql.DatabaseUrl })
 
-/** Serves until interrupted (SIGTERM/SIGINT), then drains and closes. */
+/**
+ * Serves until interrupted (SIGTERM/SIGINT), then drains and closes. Effect's tracer is off (its spans cost more than
+ * the steps they time) unless an OTLP endpoint is configured (`ObservabilityLive` turns it on, below the server, so its
+ * exporter flushes after the drain).
+ */
 export const serve = (options: ServeOptions) =>
   Effect.gen(function*() {
-    const tracing = yield* TracingEnabled
     return yield* Layer.launch(
       HttpLive({
         host: options.host,
@@ -35,8 +39,8 @@ export const serve = (options: ServeOptions) =>
         shutdownDelay: yield* ShutdownDelay,
         requestTimeout: yield* RequestTimeoutConfig,
         describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
-      }).pipe(Layer.provide(Sql.layer(options.database)))
-    ).pipe(Effect.withTracerEnabled(tracing))
+      }).pipe(Layer.provide(Sql.layer(options.database)), Layer.provide(ObservabilityLive(VERSION)))
+    ).pipe(Effect.withTracerEnabled(false))
   }).pipe(Effect.provide(LoggingLive("stdout")))
 
 /** The service, configured by the environment alone. */

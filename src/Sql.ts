@@ -4,12 +4,13 @@
  * SQLite file path (or `:memory:`). Either way this layer provides a `SqlClient` on which the bundled migrations have
  * run; the repositories, the handlers and the command line do not know which backend they run on.
  */
-import { Migrator, SqlClient, type SqlError } from "@effect/sql"
+import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Config, type ConfigError, Duration, Effect, Either, Layer, Redacted, Schedule, Schema } from "effect"
+import { Config, type ConfigError, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { duration } from "./Config.js"
 import { type DatabaseFileError, explainingOpenFailures, sqliteFile } from "./DatabaseFile.js"
 import { migrations } from "./migrations/index.js"
+import { Observability, type PoolState } from "./Observability/Hooks.js"
 import * as Sqlite from "./Sqlite.js"
 import * as SqliteWriter from "./SqliteWriter.js"
 
@@ -147,6 +148,51 @@ const reasonOf = (error: SqlError.SqlError | Migrator.MigrationError, password: 
   return password.length > 0 ? reason.replaceAll(password, "***") : reason
 }
 
+/** What of `pg`'s `Pool` is used here (`pg` ships no type declarations). */
+interface PgPool extends PoolState {
+  readonly options: { readonly max?: number }
+  query(text: string): Promise<unknown>
+  end(): Promise<void>
+  on(event: "error", listener: (error: unknown) => void): void
+}
+
+const importPg = (): Promise<{ readonly default: { readonly Pool: new(options: object) => PgPool } }> =>
+  // @ts-expect-error: `pg` ships no type declarations; `PgPool` says what is used of it
+  import("pg")
+
+/**
+ * The `pg` pool `@effect/sql-pg` would make (same options, same first `SELECT 1` within the connect timeout, the same
+ * bounded `end`), made here so that its state is reported to the metrics (`db_client_connection_*`) when they are on.
+ */
+const pool = (Pool: new(options: object) => PgPool, url: string, connectTimeout: Duration.Duration) =>
+  Effect.gen(function*() {
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new Pool({
+          connectionString: url,
+          connectionTimeoutMillis: Duration.toMillis(connectTimeout),
+          application_name: "petstore"
+        })
+        pool.on("error", () => {}) // an idle connection that breaks is replaced; the next statement reports it
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+    )
+    yield* Effect.tryPromise({
+      try: () => pool.query("SELECT 1"),
+      catch: (cause) => new SqlError.SqlError({ cause, message: "PgClient: Failed to connect" })
+    }).pipe(
+      Effect.timeoutFail({
+        duration: connectTimeout,
+        onTimeout: () =>
+          new SqlError.SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+      })
+    )
+    const observability = yield* Effect.serviceOption(Observability)
+    if (Option.isSome(observability)) yield* observability.value.observePool(pool, pool.options.max ?? 10)
+    return pool as never
+  })
+
 /**
  * PostgreSQL through `@effect/sql-pg`'s pool: connections that fail are replaced, so the service recovers by itself
  * once the database is back. Until then a statement fails within the timeouts (a 503 for the client). At start-up an
@@ -174,12 +220,13 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
   return MigrationsLive.pipe(
     Layer.provideMerge(Layer.unwrapEffect(
       // Loaded only when PostgreSQL is used: a SQLite start does not pay for the driver.
-      Effect.map(Effect.promise(() => import("@effect/sql-pg")), ({ PgClient: Pg }): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> =>
-        Pg.layer({
-          url: Redacted.make(withStatementTimeouts(value, timeouts.query)),
-          connectTimeout: timeouts.connect,
-          applicationName: "petstore"
-        }))
+      Effect.map(
+        Effect.promise(() => Promise.all([import("@effect/sql-pg"), importPg()])),
+        ([{ PgClient: Pg }, pg]): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> =>
+          Pg.layerFromPool({
+            acquire: pool(pg.default.Pool, withStatementTimeouts(value, timeouts.query), timeouts.connect)
+          })
+      )
     )),
     Layer.retry(retry),
     Layer.catchAll((error) =>

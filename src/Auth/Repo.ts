@@ -4,6 +4,7 @@
 import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
+import { statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "../Sqlite.js"
 import { SqliteWriter } from "../SqliteWriter.js"
 
@@ -14,6 +15,8 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
     const sql = yield* SqlClient.SqlClient
     const sqlite = yield* Effect.serviceOption(SqliteDatabase)
     const writer = yield* Effect.serviceOption(SqliteWriter)
+    const { observeStatement: observe, runStatement: run } = yield* statementHooks
+    const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
     const info = sql`id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
 
     const insertOne = SqlSchema.void({
@@ -46,7 +49,10 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
       insert: (key: { id: ApiKeyId; name: string; hash: string; createdAt: string }) =>
         insertOne(key).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.insert", { attributes: { id: key.id } })),
       findById: (id: ApiKeyId) =>
-        findOne(id).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.findById", { attributes: { id } })),
+        findOne(id).pipe(
+          Effect.catchTag("ParseError", Effect.die),
+          (effect) => observe({ system, operation: "SELECT", collection: "api_keys" }, effect),
+          Effect.withSpan("ApiKeysRepo.findById", { attributes: { id } })),
       list: findAll(undefined).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.list")),
       /** Marks a key revoked (keeping the first revocation time); false when no key has that id. */
       revoke: (id: ApiKeyId, at: string) =>
@@ -56,24 +62,36 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
           Effect.withSpan("ApiKeysRepo.revoke", { attributes: { id } })
         ),
       touch: (id: ApiKeyId, at: string) =>
-        touchOne({ id, at }).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.touch", { attributes: { id } }))
+        touchOne({ id, at }).pipe(
+          Effect.catchTag("ParseError", Effect.die),
+          (effect) => observe({ system, operation: "UPDATE", collection: "api_keys" }, effect),
+          Effect.withSpan("ApiKeysRepo.touch", { attributes: { id } })
+        )
     } as const
     if (Option.isNone(sqlite) || Option.isNone(writer)) return portable
 
     // SQLite: the two statements of a request are prepared once, the read on the reading connection, the update on the
     // writer's (run in its group commit); the columns are TEXT NOT NULL (nullable for the times), so a row is an
     // `ApiKeyRecord` as it comes.
-    const selectOne = sqlite.value.prepare<ApiKeyRecord, [string]>(
-      `SELECT id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt", hash
+    const selectSql = {
+      system: "sqlite",
+      operation: "SELECT",
+      collection: "api_keys",
+      text: `SELECT id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt", hash
        FROM api_keys WHERE id = ?`
-    )
-    const updateLastUsed = writer.value.database.prepare<unknown, [string, string]>(
-      `UPDATE api_keys SET last_used_at = ? WHERE id = ?`
-    )
+    } as const
+    const updateSql = {
+      system: "sqlite",
+      operation: "UPDATE",
+      collection: "api_keys",
+      text: `UPDATE api_keys SET last_used_at = ? WHERE id = ?`
+    } as const
+    const selectOne = sqlite.value.prepare<ApiKeyRecord, [string]>(selectSql.text)
+    const updateLastUsed = writer.value.database.prepare<unknown, [string, string]>(updateSql.text)
     return {
       ...portable,
-      findById: (id: ApiKeyId) => Effect.try({ try: () => Option.fromNullable(selectOne.get(id)), catch: statementFailed }),
-      touch: (id: ApiKeyId, at: string) => writer.value.write(() => void updateLastUsed.run(at, id))
+      findById: (id: ApiKeyId) => run(selectSql, () => Option.fromNullable(selectOne.get(id)), statementFailed),
+      touch: (id: ApiKeyId, at: string) => observe(updateSql, writer.value.write(() => void updateLastUsed.run(at, id)))
     }
   })
 }) {}

@@ -9,6 +9,7 @@ import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import type { Database } from "bun:sqlite"
 import { Effect, Option, Schema } from "effect"
 import { CategoryId, NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
+import { type Statement, statementHooks, type StatementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "../Sqlite.js"
 import { SqliteWriter, type Writer } from "../SqliteWriter.js"
 
@@ -117,19 +118,29 @@ const recordValues = (request: CreateOnceRequest, pet: Pet) => {
 
 const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
+/** The statements, as observability names them (`Observability/Hooks.ts`). */
+const INSERT: Omit<Statement, "system"> = { operation: "INSERT", collection: "pets" }
+const SELECT: Omit<Statement, "system"> = { operation: "SELECT", collection: "pets" }
+const sqliteStatement = (base: Omit<Statement, "system">, text: string): Statement => ({ ...base, system: "sqlite", text })
+
 /**
  * SQLite: the same statements, prepared once: the reads on the reading connection, the writes (and the read of a
  * record, which must see the state they write on) on the writer's, run in its group commit.
  */
-const sqliteRepository = (db: Database, writer: Writer): PetsRepository => {
-  const insert = writer.database.prepare<Pet, [string, number, string]>(
-    `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
-  )
-  const findOne = db.prepare<Pet, [number]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
-  const page = db.prepare<Pet, [number, number]>(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
-  const pageByStatus = db.prepare<Pet, [string, number, number]>(
-    `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
-  )
+const sqliteRepository = (
+  db: Database,
+  writer: Writer,
+  { observeStatement: observe, runStatement: run }: StatementHooks
+): PetsRepository => {
+  const insertSql = sqliteStatement(INSERT, `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`)
+  const findOneSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id = ?`)
+  const pageSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
+  const pageByStatusSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
+  const createOnceSql: Statement = { system: "sqlite", operation: "INSERT", collection: "pets", text: INSERT_RECORD }
+  const insert = writer.database.prepare<Pet, [string, number, string]>(insertSql.text!)
+  const findOne = db.prepare<Pet, [number]>(findOneSql.text!)
+  const page = db.prepare<Pet, [number, number]>(pageSql.text!)
+  const pageByStatus = db.prepare<Pet, [string, number, number]>(pageByStatusSql.text!)
   const selectRecord = writer.database.prepare<IdempotencyRecord, [string, string, number]>(SELECT_RECORD)
   const insertRecord = writer.database.prepare(INSERT_RECORD)
   /**
@@ -144,12 +155,13 @@ const sqliteRepository = (db: Database, writer: Writer): PetsRepository => {
     return { _tag: "Created", pet }
   }
   return {
-    createOnce: (request) => writer.write(() => createOnceStatements(request)),
-    create: (pet) => writer.write(() => insert.get(pet.name, pet.categoryId, pet.status)!),
-    findById: (id) => Effect.try({ try: () => Option.fromNullable(findOne.get(id)), catch: statementFailed }),
+    createOnce: (request) => observe(createOnceSql, writer.write(() => createOnceStatements(request))),
+    create: (pet) => observe(insertSql, writer.write(() => insert.get(pet.name, pet.categoryId, pet.status)!)),
+    findById: (id) => run(findOneSql, () => Option.fromNullable(findOne.get(id)), statementFailed),
     list: (options) =>
-      Effect.try({
-        try: (): Page => {
+      run(
+        options.status === undefined ? pageSql : pageByStatusSql,
+        (): Page => {
           const after = options.after ?? 0
           const rows = options.status === undefined
             ? page.all(after, options.limit + 1)
@@ -158,8 +170,8 @@ const sqliteRepository = (db: Database, writer: Writer): PetsRepository => {
           if (more) rows.length = options.limit
           return { pets: rows, more }
         },
-        catch: statementFailed
-      })
+        statementFailed
+      )
   }
 }
 
@@ -167,8 +179,13 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
   effect: Effect.gen(function*() {
     const sqlite = yield* Effect.serviceOption(SqliteDatabase)
     const writer = yield* Effect.serviceOption(SqliteWriter)
-    if (Option.isSome(sqlite) && Option.isSome(writer)) return sqliteRepository(sqlite.value, writer.value)
+    const hooks = yield* statementHooks
+    if (Option.isSome(sqlite) && Option.isSome(writer)) return sqliteRepository(sqlite.value, writer.value, hooks)
+    const observe = hooks.observeStatement
     const sql = yield* SqlClient.SqlClient
+    const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
+    const portableInsert: Statement = { ...INSERT, system }
+    const portableSelect: Statement = { ...SELECT, system }
     const columns = sql`id, name, category_id AS "categoryId", status`
 
     const insert = SqlSchema.single({
@@ -231,12 +248,14 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const create = (pet: NewPet) =>
       insert(pet).pipe(
         Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }),
+        (effect) => observe(portableInsert, effect),
         Effect.withSpan("PetsRepo.create")
       )
 
     const findById = (id: PetId): Effect.Effect<Option.Option<Pet>, SqlError.SqlError> =>
       findOne(id).pipe(
         Effect.catchTag("ParseError", Effect.die),
+        (effect) => observe(portableSelect, effect),
         Effect.withSpan("PetsRepo.findById", { attributes: { id } })
       )
 
@@ -244,6 +263,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
       findPage({ limit: options.limit + 1, status: options.status, after: options.after ?? 0 }).pipe(
         Effect.map((rows): Page => ({ pets: rows.slice(0, options.limit), more: rows.length > options.limit })),
         Effect.catchTag("ParseError", Effect.die),
+        (effect) => observe(portableSelect, effect),
         Effect.withSpan("PetsRepo.list", { attributes: { ...options } })
       )
 

@@ -3,21 +3,24 @@
  * endpoints the pipeline serves). Its requests run on the same runtime, with the same request context for the log.
  */
 import { type HttpApp, HttpApp as App, type HttpRouter } from "@effect/platform"
-import { Context, type Runtime } from "effect"
+import { Context, type Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Logging.js"
 import type { PipelineRequest } from "./Pipeline.js"
 import type { AppAnswer } from "./Server.js"
 
-export type AppServer = (request: Request, requestId: string) => Promise<AppAnswer>
+/** Serves a request, under the request's server span when there is one. */
+export type AppServer = (request: Request, requestId: string, parentSpan?: Tracer.Span) => Promise<AppAnswer>
 
 export const makeAppServer = (
   runtime: Runtime.Runtime<HttpRouter.HttpRouter.DefaultServices>,
   app: HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
 ): AppServer => {
   const handler = App.toWebHandlerRuntime(runtime)(app)
-  return (request, requestId) => {
+  return (request, requestId, parentSpan) => {
     const log = { requestId, annotations: {} }
-    return handler(request, Context.make(RequestLogContext, log)).then((response) => ({ response, annotations: log.annotations }))
+    const context = Context.make(RequestLogContext, log)
+    return handler(request, parentSpan === undefined ? context : Context.add(context, Tracer.ParentSpan, parentSpan))
+      .then((response) => ({ response, annotations: log.annotations }))
   }
 }
 
@@ -30,5 +33,6 @@ export const handToApp = (serve: AppServer) => (_route: unknown, input: Pipeline
       body: input.body?.text ?? null,
       signal: input.request.signal
     }),
-    input.requestId
+    input.requestId,
+    input.parentSpan
   )

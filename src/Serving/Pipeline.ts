@@ -20,7 +20,8 @@ import {
   FiberId,
   Option,
   ParseResult,
-  Runtime
+  Runtime,
+  Tracer
 } from "effect"
 import { RequestLogContext } from "../Logging.js"
 import { AnswerHeaders } from "../ResponseHeaders.js"
@@ -173,6 +174,8 @@ export interface PipelineRequest {
   readonly query: Readonly<Record<string, string | Array<string>>>
   readonly body: ReadBody | undefined
   readonly requestId: string
+  /** The request's server span: its fiber runs under it (its child spans and log lines join it). */
+  readonly parentSpan?: Tracer.Span | undefined
 }
 
 export type Pipeline = (route: EndpointRoute, input: PipelineRequest) => Answer | Promise<Answer>
@@ -203,6 +206,7 @@ export const makePipeline = (
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
     services.set(AnswerHeaders.key, answerHeaders)
     services.set(RequestLogContext.key, log)
+    if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const fiber = Runtime.runFork(
       Runtime.make({ context: Context.unsafeMake<never>(services), fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
     )(programs.get(route)!)

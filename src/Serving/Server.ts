@@ -5,6 +5,8 @@
  *   head and target gate → CORS preflight → route table (404/405) → body gate → the endpoint's pipeline (or, for the
  *   server's own routes, the HttpApi app) → the server's headers (request id, protective headers, CORS) → the log line.
  */
+import type { Tracer } from "effect"
+import { type ObservabilityHooks, type RequestObservation, withTraceIds } from "../Observability/Hooks.js"
 import type { Cors } from "./Cors.js"
 import type { EndpointRoute } from "./Derive.js"
 import * as Gate from "./Gate.js"
@@ -32,10 +34,12 @@ export interface ServerOptions {
   readonly table: RouteTable<Target>
   /** Serves a request to an endpoint once it passed the gates: the pipeline (or the HttpApi app, to compare them). */
   readonly serveEndpoint: (route: EndpointRoute, input: PipelineRequest) => Served | Promise<Served>
-  /** The HttpApi app, for the server's own routes. */
-  readonly app: (request: Request, requestId: string) => Promise<AppAnswer>
+  /** The HttpApi app, for the server's own routes (run under the request's span, if any). */
+  readonly app: (request: Request, requestId: string, parentSpan?: Tracer.Span) => Promise<AppAnswer>
   readonly cors: Cors | undefined
   readonly log: RequestLogger
+  /** The server span and the request metrics (`Observability/Hooks.ts`), when observability is configured. */
+  readonly observe?: ObservabilityHooks["observeRequest"] | undefined
 }
 
 /** What every response carries besides its request id (a route may set its own `Cache-Control`). */
@@ -52,9 +56,15 @@ export interface Server {
 const isAppAnswer = (served: Served): served is AppAnswer => "response" in served
 
 export const makeServer = (options: ServerOptions): Server => {
-  const { app, cors, log, serveEndpoint, table } = options
+  const { app, cors, log, observe, serveEndpoint, table } = options
 
-  const respond = (request: Request, requestId: string, started: number, served: Served): Response => {
+  const respond = (
+    request: Request,
+    requestId: string,
+    started: number,
+    served: Served,
+    observed?: RequestObservation
+  ): Response => {
     const origin = cors?.headersFor(request.headers.get("origin"))
     let response: Response
     if (isAppAnswer(served)) {
@@ -69,34 +79,42 @@ export const makeServer = (options: ServerOptions): Server => {
       if (served.body === null) delete (headers as Record<string, string>)["content-type"]
       response = new Response(request.method === "HEAD" ? null : served.body, { status: served.status, headers })
     }
-    log(request, response.status, started, served.annotations, requestId)
+    log(request, response.status, started, withTraceIds(served.annotations, observed?.parentSpan), requestId)
+    observed?.end(response.status, served.annotations.keyId as string | undefined)
     return response
   }
 
-  const refuse = (request: Request, requestId: string, started: number, refusal: Refusals.Refusal) =>
-    respond(request, requestId, started, refusalAnswer(refusal))
+  const refuse = (
+    request: Request,
+    requestId: string,
+    started: number,
+    refusal: Refusals.Refusal,
+    observed?: RequestObservation
+  ) => respond(request, requestId, started, refusalAnswer(refusal), observed)
 
   const answerEndpoint = (
     request: Request,
     requestId: string,
     started: number,
     route: EndpointRoute,
-    params: Record<string, string>
+    params: Record<string, string>,
+    observed: RequestObservation | undefined
   ): Response | Promise<Response> => {
     const finish = (served: Served | Promise<Served>) =>
       served instanceof Promise
-        ? served.then((done) => respond(request, requestId, started, done))
-        : respond(request, requestId, started, served)
+        ? served.then((done) => respond(request, requestId, started, done, observed))
+        : respond(request, requestId, started, served, observed)
+    const parentSpan = observed?.parentSpan
     const run = (body: Gate.ReadBody | undefined) =>
-      finish(serveEndpoint(route, { request, started, params, query: queryOf(request.url), body, requestId }))
+      finish(serveEndpoint(route, { request, started, params, query: queryOf(request.url), body, requestId, parentSpan }))
 
     const plan = Gate.bodyPlan(request.method, request.headers)
     if (plan === "none") return run(undefined)
-    if (plan !== "read") return refuse(request, requestId, started, plan)
+    if (plan !== "read") return refuse(request, requestId, started, plan, observed)
     return Gate.readBody(request).then((bytes) => {
-      if (!(bytes instanceof Uint8Array)) return refuse(request, requestId, started, bytes)
+      if (!(bytes instanceof Uint8Array)) return refuse(request, requestId, started, bytes, observed)
       const body = Gate.checkBody(bytes, request.headers)
-      return body !== undefined && "code" in body ? refuse(request, requestId, started, body) : run(body)
+      return body !== undefined && "code" in body ? refuse(request, requestId, started, body, observed) : run(body)
     })
   }
 
@@ -104,11 +122,17 @@ export const makeServer = (options: ServerOptions): Server => {
     const started = performance.now()
     const sent = request.headers.get("x-request-id")
     const requestId = sent === null ? newRequestId() : requestIdOf(sent)
-    const refusal = Gate.headRefusal(request.url, request.headers) ?? Gate.targetRefusal(request.url)
-    if (refusal !== undefined) return refuse(request, requestId, started, refusal)
     const method = request.method
-    const match = table.match(pathOf(request.url))
-    if (match === undefined) return refuse(request, requestId, started, Refusals.notFound(pathOf(request.url)))
+    const refusal = Gate.headRefusal(request.url, request.headers) ?? Gate.targetRefusal(request.url)
+    if (refusal !== undefined) {
+      const observed = observe?.({ method, route: undefined, path: pathOf(request.url), headers: request.headers })
+      return refuse(request, requestId, started, refusal, observed)
+    }
+    const path = pathOf(request.url)
+    const match = table.match(path)
+    // The server span and the request's metrics: every request, once its route is known (none: a 404).
+    const observed = observe?.({ method, route: match?.entry.path, path, headers: request.headers })
+    if (match === undefined) return refuse(request, requestId, started, Refusals.notFound(path), observed)
     const { entry, params } = match
     if (cors !== undefined && cors.isPreflight(method, request.headers)) {
       const declared = [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.route.headerNames : [])
@@ -116,18 +140,21 @@ export const makeServer = (options: ServerOptions): Server => {
       if (headers !== undefined) {
         const preflight = new Response(null, { status: 204, headers: { ...headers, "x-request-id": requestId } })
         log(request, 204, started, undefined, requestId)
+        observed?.end(204, undefined)
         return preflight
       }
     }
     const target = entry.targets.get(method)
     if (target === undefined) {
-      return refuse(request, requestId, started, Refusals.methodNotAllowed(method, entry.methods))
+      return refuse(request, requestId, started, Refusals.methodNotAllowed(method, entry.methods), observed)
     }
-    if (target._tag === "Endpoint") return answerEndpoint(request, requestId, started, target.route, params)
+    if (target._tag === "Endpoint") return answerEndpoint(request, requestId, started, target.route, params, observed)
     // The server's own routes take no body; the gate refuses one as it does for the API.
     const plan = Gate.bodyPlan(method, request.headers)
-    if (plan !== "none" && plan !== "read") return refuse(request, requestId, started, plan)
-    return app(request, requestId).then((served) => respond(request, requestId, started, served))
+    if (plan !== "none" && plan !== "read") return refuse(request, requestId, started, plan, observed)
+    return app(request, requestId, observed?.parentSpan).then((served) =>
+      respond(request, requestId, started, served, observed)
+    )
   }
 
   // Bun's native routes only bring a request here sooner: the route table still matches it, by its one rule.

@@ -1,0 +1,182 @@
+/**
+ * The service's metrics, kept in Effect's metric registry (`Metric`): `/metrics` renders the registry's snapshot in the
+ * Prometheus text format (`Prometheus.ts`) and `@effect/opentelemetry`'s `OtlpMetrics` exports the same snapshot. Names
+ * follow the OpenTelemetry semantic conventions as a Prometheus exporter spells them.
+ *
+ * The request path only bumps numbers: each (method, route, status) gets its series once, cached here, and is then
+ * updated with `unsafeUpdate` (a binary search over the buckets and a few additions, no fiber and no allocation). A
+ * series is a metric of its own tagged key (`series`), not `Metric.tagged`, whose every update looks its series up in the
+ * registry again (a new key, hashed, per update: it cost more than the rest of the counting).
+ * The process figures are read when the metrics are read (`refreshProcessMetrics`), not on a timer, except the
+ * event-loop delay, which can only be seen by a timer.
+ */
+import { Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel } from "effect"
+import { readdirSync } from "node:fs"
+import { drainingGauge } from "../Lifecycle.js"
+
+/** Buckets from 1 ms (petstore answers in a few) to 10 s, the semantic conventions' with two finer ones below 5 ms. */
+const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
+const STATEMENT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+
+/** One series of a metric: the metric of its tagged key, whose hook is looked up once and then kept. */
+const series = <Type extends MetricKeyType.MetricKeyType.Untyped>(
+  key: MetricKey.MetricKey<Type>,
+  labels: Record<string, string>
+) =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(key, Object.entries(labels).map(([name, value]) => MetricLabel.make(name, value)))
+  )
+
+const requestDurationKey = MetricKey.histogram(
+  "http_server_request_duration_seconds",
+  MetricBoundaries.fromIterable(REQUEST_BUCKETS),
+  "Duration of HTTP server requests, by method, route and status"
+)
+
+export const requestsInFlight = Metric.gauge("http_server_active_requests", {
+  description: "HTTP requests being answered"
+})
+
+const statementDurationKey = MetricKey.histogram(
+  "db_client_operation_duration_seconds",
+  MetricBoundaries.fromIterable(STATEMENT_BUCKETS),
+  "Duration of database statements, by database system, operation and table"
+)
+
+export const buildInfo = Metric.gauge("petstore_build_info", { description: "Always 1; the version is a label" })
+
+export const spansExported = Metric.counter("petstore_otel_spans_exported_total", {
+  description: "Spans the OTLP collector accepted"
+})
+
+export const spansDropped = Metric.counter("petstore_otel_spans_dropped_total", {
+  description: "Spans dropped: the export buffer was full, or the collector did not take them"
+})
+
+// ------------------------------------------------------------------------------------------------------------ requests
+
+/** The methods the semantic conventions name; any other is `_OTHER` (a client does not get to choose label values). */
+const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"])
+
+export const methodLabel = (method: string): string => (KNOWN_METHODS.has(method) ? method : "_OTHER")
+
+const byRequestKind = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, unknown>>()
+
+/** One answered request. `route` is the route template (`/v1/pets/{petId}`), `""` when no route matched. */
+export const recordRequest = (method: string, route: string, status: number, seconds: number): void => {
+  const key = `${method} ${route} ${status}`
+  let histogram = byRequestKind.get(key)
+  if (histogram === undefined) {
+    histogram = series(requestDurationKey, {
+      http_request_method: method,
+      http_route: route,
+      http_response_status_code: String(status)
+    })
+    byRequestKind.set(key, histogram)
+  }
+  histogram.unsafeUpdate(seconds, [])
+}
+
+export const addInFlight = (delta: number): void => requestsInFlight.unsafeModify(delta, [])
+
+// ---------------------------------------------------------------------------------------------------------- statements
+
+const byStatementKind = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, unknown>>()
+
+export const recordStatement = (system: string, operation: string, collection: string, seconds: number): void => {
+  const key = `${system} ${operation} ${collection}`
+  let histogram = byStatementKind.get(key)
+  if (histogram === undefined) {
+    histogram = series(statementDurationKey, {
+      db_system_name: system,
+      db_operation_name: operation,
+      db_collection_name: collection
+    })
+    byStatementKind.set(key, histogram)
+  }
+  histogram.unsafeUpdate(seconds, [])
+}
+
+// --------------------------------------------------------------------------------------------------------------- pools
+
+const connections = MetricKey.gauge("db_client_connection_count", { description: "Connections of the pool, by state" })
+const idleConnections = series(connections, { db_client_connection_state: "idle" })
+const usedConnections = series(connections, { db_client_connection_state: "used" })
+const pendingRequests = Metric.gauge("db_client_connection_pending_requests", {
+  description: "Requests waiting for a connection of the pool"
+})
+const maxConnections = Metric.gauge("db_client_connection_max", { description: "The most connections the pool opens" })
+
+/** Reports the pool's state at each refresh; returns the stop. */
+export const addPool = (pool: { totalCount: number; idleCount: number; waitingCount: number }, max: number) => {
+  maxConnections.unsafeUpdate(max, [])
+  return addCollector(() => {
+    idleConnections.unsafeUpdate(pool.idleCount, [])
+    usedConnections.unsafeUpdate(pool.totalCount - pool.idleCount, [])
+    pendingRequests.unsafeUpdate(pool.waitingCount, [])
+  })
+}
+
+// ------------------------------------------------------------------------------------------------------------- process
+
+const residentMemory = Metric.gauge("process_resident_memory_bytes", { description: "Resident memory size" })
+const cpuSeconds = Metric.counter("process_cpu_seconds_total", { description: "User and system CPU time spent" })
+const openFds = Metric.gauge("process_open_fds", { description: "Open file descriptors" })
+const startTime = Metric.gauge("process_start_time_seconds", { description: "Start time, seconds since the epoch" })
+const eventLoopDelay = Metric.gauge("petstore_event_loop_delay_seconds", {
+  description: "The longest delay of a timer over the last 5 s: how long the event loop was kept from its next turn"
+})
+
+/** Extra figures read at each refresh (the PostgreSQL pool's state registers here). */
+const collectors = new Set<() => void>()
+
+export const addCollector = (collect: () => void): () => void => {
+  collectors.add(collect)
+  return () => collectors.delete(collect)
+}
+
+let cpuMicrosSeen = 0
+
+/** Reads the process figures into their gauges; called before the registry is read. */
+export const refreshProcessMetrics = (): void => {
+  residentMemory.unsafeUpdate(process.memoryUsage.rss(), [])
+  const cpu = process.cpuUsage()
+  const cpuMicros = cpu.user + cpu.system
+  cpuSeconds.unsafeUpdate((cpuMicros - cpuMicrosSeen) / 1e6, [])
+  cpuMicrosSeen = cpuMicros
+  try {
+    openFds.unsafeUpdate(readdirSync("/proc/self/fd").length - 1, []) // less the one reading the directory
+  } catch {
+    // not Linux: no figure
+  }
+  for (const collect of collectors) collect()
+}
+
+const SAMPLE_EVERY_MS = 100
+const WINDOW_SAMPLES = 50
+
+/**
+ * Starts the metrics that need starting: the build info, the start time and the event-loop delay sampler (a timer
+ * every 100 ms that measures how late it fires; it does not keep the process alive). Returns its stop.
+ */
+export const startProcessMetrics = (version: string): () => void => {
+  buildInfo.pipe(Metric.tagged("version", version)).unsafeUpdate(1, [])
+  startTime.unsafeUpdate(Math.round(Date.now() / 1000 - process.uptime()), [])
+  drainingGauge.unsafeModify(0, []) // registered, and 0 unless the drain has started
+  requestsInFlight.unsafeUpdate(0, [])
+  let expected = performance.now() + SAMPLE_EVERY_MS
+  let worst = 0
+  let samples = 0
+  const timer = setInterval(() => {
+    const now = performance.now()
+    worst = Math.max(worst, now - expected)
+    expected = now + SAMPLE_EVERY_MS
+    if (++samples === WINDOW_SAMPLES) {
+      eventLoopDelay.unsafeUpdate(worst / 1000, [])
+      worst = 0
+      samples = 0
+    }
+  }, SAMPLE_EVERY_MS)
+  timer.unref()
+  return () => clearInterval(timer)
+}

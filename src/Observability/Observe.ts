@@ -1,0 +1,144 @@
+/**
+ * The hooks of `Hooks.ts` made real: the server span of a request and its metrics, and the statements' spans and
+ * durations. The span and attribute names are the OpenTelemetry semantic conventions' (HTTP server, database client).
+ */
+import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
+import type { ObservabilityHooks, RequestObservation, Statement } from "./Hooks.js"
+import { addInFlight, addPool, methodLabel, recordRequest, recordStatement } from "./Metrics.js"
+import { remoteParent } from "./Sampler.js"
+import type { SamplingTracer } from "./Tracer.js"
+
+export interface ObserveOptions {
+  /** The tracer, when spans are exported. */
+  readonly tracer: SamplingTracer | undefined
+  /** Whether the metrics are counted. */
+  readonly metrics: boolean
+}
+
+/** The key id's attribute: the id the key list shows, never the key. */
+export const KEY_ID_ATTRIBUTE = "petstore.api_key.id"
+
+const clock = Clock.make()
+
+/** `/v1/pets/:petId` (the router's spelling) → `/v1/pets/{petId}` (OpenAPI's and the semantic conventions'). */
+const templates = new Map<string, string>()
+const templateOf = (route: string): string => {
+  let template = templates.get(route)
+  if (template === undefined) {
+    template = route.replace(/:(\w+)/g, "{$1}")
+    templates.set(route, template)
+  }
+  return template
+}
+const NO_LINKS: ReadonlyArray<Tracer.SpanLink> = []
+const NOTHING: RequestObservation = { parentSpan: undefined, end: () => {} }
+
+export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHooks => {
+  const observeRequest: ObservabilityHooks["observeRequest"] = (request) => {
+    if (!metrics && tracer === undefined) return NOTHING
+    const started = performance.now()
+    const method = methodLabel(request.method)
+    const route = request.route === undefined ? undefined : templateOf(request.route)
+    let span: Tracer.Span | undefined
+    if (tracer !== undefined) {
+      // The semantic conventions: `{method} {route}`, or the method alone without a route (`HTTP` for an unknown one).
+      const name = method === "_OTHER" ? "HTTP" : method
+      span = tracer.span(
+        route === undefined ? name : `${name} ${route}`,
+        remoteParent(request.headers),
+        Context.empty(),
+        NO_LINKS,
+        clock.unsafeCurrentTimeNanos(),
+        "server"
+      )
+      if (span.sampled) {
+        span.attribute("http.request.method", method)
+        if (method === "_OTHER") span.attribute("http.request.method_original", request.method)
+        if (route !== undefined) span.attribute("http.route", route)
+        span.attribute("url.path", request.path)
+      }
+    }
+    if (metrics) addInFlight(1)
+    let ended = false
+    return {
+      parentSpan: span,
+      end: (status, keyId, errorType) => {
+        if (ended) return
+        ended = true
+        if (metrics) {
+          addInFlight(-1)
+          recordRequest(method, route ?? "", status, (performance.now() - started) / 1000)
+        }
+        if (span !== undefined && span.sampled) {
+          span.attribute("http.response.status_code", status)
+          if (keyId !== undefined) span.attribute(KEY_ID_ATTRIBUTE, keyId)
+          if (status >= 500) span.attribute("error.type", errorType ?? String(status))
+          span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
+        }
+      }
+    }
+  }
+
+  const timed = <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.suspend(() => {
+      const started = performance.now()
+      return Effect.onExit(effect, () => {
+        recordStatement(
+          statement.system,
+          statement.operation,
+          statement.collection,
+          (performance.now() - started) / 1000
+        )
+        return Effect.void
+      })
+    })
+
+  /** A statement's span, `{operation} {table}`, a child of the fiber's span when that one is sampled. */
+  const statementSpan = (context: Context.Context<never>, statement: Statement): Tracer.Span | undefined => {
+    const parent = Context.getOption(context, Tracer.ParentSpan)
+    if (tracer === undefined || Option.isNone(parent) || !parent.value.sampled) return undefined
+    const span = tracer.span(
+      `${statement.operation} ${statement.collection}`,
+      parent,
+      Context.empty(),
+      NO_LINKS,
+      clock.unsafeCurrentTimeNanos(),
+      "client"
+    )
+    span.attribute("db.system.name", statement.system)
+    span.attribute("db.operation.name", statement.operation)
+    span.attribute("db.collection.name", statement.collection)
+    if (statement.text !== undefined) span.attribute("db.query.text", statement.text)
+    return span
+  }
+
+  const runStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
+    Effect.withFiberRuntime((fiber) => {
+      const span = statementSpan(fiber.currentContext, statement)
+      const started = performance.now()
+      let exit: Exit.Exit<ReturnType<typeof run>, ReturnType<typeof onError>>
+      try {
+        exit = Exit.succeed(run())
+      } catch (cause) {
+        exit = Exit.fail(onError(cause))
+      }
+      if (metrics) {
+        recordStatement(
+          statement.system,
+          statement.operation,
+          statement.collection,
+          (performance.now() - started) / 1000
+        )
+      }
+      span?.end(clock.unsafeCurrentTimeNanos(), exit)
+      return exit
+    })
+
+  // `@effect/sql` makes the statement's span itself (`sql.execute`): here, its duration.
+  const observeStatement: ObservabilityHooks["observeStatement"] = metrics ? timed : (_statement, effect) => effect
+
+  const observePool: ObservabilityHooks["observePool"] = (pool, max) =>
+    metrics ? Effect.acquireRelease(Effect.sync(() => addPool(pool, max)), (stop) => Effect.sync(stop)) : Effect.void
+
+  return { observeRequest, observeStatement, runStatement, observePool }
+}

@@ -1,0 +1,147 @@
+/**
+ * Sends ended spans to the collector over OTLP/HTTP, in the background, never in a request's way: a bounded buffer
+ * (`OTEL_BSP_MAX_QUEUE_SIZE`) that drops — and counts, `petstore_otel_spans_dropped_total` — what does not fit, one
+ * export at a time of at most `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` spans, every `OTEL_BSP_SCHEDULE_DELAY` or as soon as a
+ * batch is full, each bounded by `OTEL_EXPORTER_OTLP_TIMEOUT`. A batch the collector does not take is dropped and
+ * counted, not retried: a collector that is down costs nothing but the spans. When the layer closes (after the drain)
+ * what is left is sent, within the timeout.
+ *
+ * The OTLP encoding (protobuf or JSON) and the resource are `@effect/opentelemetry`'s (`OtlpSerialization`,
+ * `OtlpResource`); the library's own exporter keeps an unbounded buffer and no count of what it drops, hence this one.
+ */
+import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { Cause, Duration, Effect, Exit, FiberSet, Option, type Scope } from "effect"
+import { spansDropped, spansExported } from "./Metrics.js"
+import type { RecordingSpan, SpanSink } from "./Tracer.js"
+
+export interface SpanExporterOptions {
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly resource: OtlpResource.Resource
+  readonly timeoutMillis: number
+  readonly maxQueueSize: number
+  readonly maxExportBatchSize: number
+  readonly scheduleDelayMillis: number
+}
+
+const KIND = { internal: 1, server: 2, client: 3, producer: 4, consumer: 5 } as const
+const STATUS_UNSET = 0
+const STATUS_ERROR = 2
+
+/** A span in the OTLP/JSON shape that `OtlpSerialization` encodes. */
+const toOtlp = (span: RecordingSpan) => {
+  const status = span.status as Extract<RecordingSpan["status"], { _tag: "Ended" }>
+  const errorType = span.attributes.get("error.type")
+  const failed = errorType !== undefined ||
+    (Exit.isFailure(status.exit) && !Cause.isInterruptedOnly(status.exit.cause))
+  return {
+    traceId: span.traceId,
+    spanId: span.spanId,
+    traceState: span.traceState,
+    parentSpanId: Option.isSome(span.parent) ? span.parent.value.spanId : undefined,
+    name: span.name,
+    kind: KIND[span.kind],
+    startTimeUnixNano: String(status.startTime),
+    endTimeUnixNano: String(status.endTime),
+    attributes: OtlpResource.entriesToAttributes(span.attributes.entries()),
+    droppedAttributesCount: 0,
+    events: span.events.map(([name, time, attributes]) => ({
+      name,
+      timeUnixNano: String(time),
+      attributes: attributes === undefined ? [] : OtlpResource.entriesToAttributes(Object.entries(attributes)),
+      droppedAttributesCount: 0
+    })),
+    droppedEventsCount: 0,
+    // The semantic conventions: Error on a failure (a 5xx for a server span), else Unset.
+    status: failed
+      ? { code: STATUS_ERROR, message: typeof errorType === "string" ? errorType : "failed" }
+      : { code: STATUS_UNSET },
+    links: span.links.map((link) => ({
+      traceId: link.span.traceId,
+      spanId: link.span.spanId,
+      attributes: OtlpResource.entriesToAttributes(Object.entries(link.attributes)),
+      droppedAttributesCount: 0
+    })),
+    droppedLinksCount: 0
+  }
+}
+
+/** The error's message alone (not the request, whose headers may carry credentials). */
+const reasonOf = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+}
+
+export const makeSpanExporter = (
+  options: SpanExporterOptions
+): Effect.Effect<SpanSink, never, HttpClient.HttpClient | OtlpSerialization.OtlpSerialization | Scope.Scope> =>
+  Effect.gen(function*() {
+    const serialization = yield* OtlpSerialization.OtlpSerialization
+    const client = HttpClient.filterStatusOk(yield* HttpClient.HttpClient)
+    const request = HttpClientRequest.post(options.url, { headers: options.headers })
+    const scope = { name: OtlpResource.unsafeServiceName(options.resource) }
+    const timeout = Duration.millis(options.timeoutMillis)
+    const exporting = yield* Effect.makeSemaphore(1)
+    let queue: Array<RecordingSpan> = []
+    let failing = false
+
+    const send = (batch: Array<RecordingSpan>) =>
+      Effect.suspend(() => {
+        const body = serialization.traces({
+          resourceSpans: [{ resource: options.resource, scopeSpans: [{ scope, spans: batch.map(toOtlp) }] }]
+        })
+        return client.execute(HttpClientRequest.setBody(request, body)).pipe(Effect.scoped, Effect.timeout(timeout))
+      }).pipe(
+        Effect.matchCauseEffect({
+          onSuccess: () => {
+            spansExported.unsafeUpdate(batch.length, [])
+            if (!failing) return Effect.void
+            failing = false
+            return Effect.logInfo("OTLP export: the collector takes spans again")
+          },
+          onFailure: (cause) => {
+            spansDropped.unsafeUpdate(batch.length, [])
+            if (failing) return Effect.void
+            failing = true // one line per outage, not one per batch
+            return Effect.logWarning("OTLP export failed: spans are dropped (and counted) until the collector answers")
+              .pipe(Effect.annotateLogs({ url: options.url, reason: reasonOf(cause) }))
+          }
+        })
+      )
+
+    /** Sends everything buffered, batch after batch; one export at a time. */
+    const flush = Effect.whileLoop({
+      while: () => queue.length > 0,
+      body: () => {
+        const batch = queue.length <= options.maxExportBatchSize ? queue : queue.slice(0, options.maxExportBatchSize)
+        queue = batch === queue ? [] : queue.slice(options.maxExportBatchSize)
+        return send(batch)
+      },
+      step: () => {}
+    })
+    // The exports make no spans of their own (they would feed themselves).
+    const exportNow = exporting.withPermits(1)(flush).pipe(Effect.withTracerEnabled(false))
+    const exportIfIdle = exporting.withPermitsIfAvailable(1)(flush).pipe(Effect.withTracerEnabled(false))
+
+    yield* Effect.addFinalizer(() => exportNow.pipe(Effect.interruptible, Effect.timeoutOption(timeout)))
+    yield* Effect.sleep(Duration.millis(options.scheduleDelayMillis)).pipe(
+      Effect.zipRight(exportNow),
+      Effect.forever,
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+    const runFork = yield* FiberSet.makeRuntime<never, void, never>()
+
+    return {
+      offer: (span) => {
+        if (queue.length >= options.maxQueueSize) {
+          spansDropped.unsafeUpdate(1, [])
+          return
+        }
+        queue.push(span)
+        if (queue.length === options.maxExportBatchSize) runFork(exportIfIdle)
+      }
+    }
+  })

@@ -1,0 +1,129 @@
+/**
+ * Effect's `Tracer` for petstore: it samples (`Sampler.ts`), records the spans it samples and hands each ended one to
+ * a sink (the OTLP exporter); a span it does not sample is one shared object that records nothing, so an unsampled
+ * request or statement costs no span. A span whose parent is in this process follows its parent's decision.
+ */
+import { Context, type Exit, Option, Tracer } from "effect"
+import type { Sampler } from "./Sampler.js"
+
+export interface SpanSink {
+  readonly offer: (span: RecordingSpan) => void
+}
+
+// Random ids cut from a pool of random hex digits, refilled from the system's generator 4 KiB at a time: every request
+// draws a trace id (its sampling is decided on it), so it has to be cheap.
+const bytes = Buffer.alloc(4096)
+let pool = ""
+let poolAt = 0
+
+const randomHex = (digits: number): string => {
+  if (poolAt + digits > pool.length) {
+    crypto.getRandomValues(bytes)
+    pool = bytes.toString("hex")
+    poolAt = 0
+  }
+  return pool.slice(poolAt, poolAt += digits)
+}
+
+export const newTraceId = (): string => randomHex(32)
+export const newSpanId = (): string => randomHex(16)
+
+export class RecordingSpan implements Tracer.Span {
+  readonly _tag = "Span"
+  readonly sampled = true
+  status: Tracer.SpanStatus
+  readonly attributes = new Map<string, unknown>()
+  readonly links: Array<Tracer.SpanLink>
+  readonly events: Array<readonly [name: string, time: bigint, attributes: Record<string, unknown> | undefined]> = []
+
+  constructor(
+    readonly name: string,
+    readonly traceId: string,
+    readonly spanId: string,
+    readonly parent: Option.Option<Tracer.AnySpan>,
+    readonly context: Context.Context<never>,
+    links: ReadonlyArray<Tracer.SpanLink>,
+    startTime: bigint,
+    readonly kind: Tracer.SpanKind,
+    /** The W3C `tracestate` of the trace, passed on from the remote parent. */
+    readonly traceState: string | undefined,
+    private readonly sink: SpanSink
+  ) {
+    this.links = [...links]
+    this.status = { _tag: "Started", startTime }
+  }
+
+  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
+    if (this.status._tag === "Ended") return
+    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
+    this.sink.offer(this)
+  }
+
+  attribute(key: string, value: unknown): void {
+    this.attributes.set(key, value)
+  }
+
+  event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
+    this.events.push([name, startTime, attributes])
+  }
+
+  addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
+    this.links.push(...links)
+  }
+}
+
+const ZERO_TRACE = "00000000000000000000000000000000"
+const ZERO_SPAN = "0000000000000000"
+
+/** What every unsampled span is: ids of zeros (W3C's "invalid"), nothing recorded, and its children unsampled too. */
+export const NOT_SAMPLED: Tracer.Span = {
+  _tag: "Span",
+  name: "",
+  spanId: ZERO_SPAN,
+  traceId: ZERO_TRACE,
+  parent: Option.none(),
+  context: Context.empty(),
+  status: { _tag: "Started", startTime: 0n },
+  attributes: new Map(),
+  links: [],
+  sampled: false,
+  kind: "internal",
+  end: () => {},
+  attribute: () => {},
+  event: () => {},
+  addLinks: () => {}
+}
+
+const traceStateOf = (span: Tracer.AnySpan): string | undefined => (span as { traceState?: string }).traceState
+
+export interface SamplingTracer extends Tracer.Tracer {
+  /** A new span, or `NOT_SAMPLED`: what `Effect.withSpan` gets, callable directly for the request's server span. */
+  readonly span: (
+    name: string,
+    parent: Option.Option<Tracer.AnySpan>,
+    context: Context.Context<never>,
+    links: ReadonlyArray<Tracer.SpanLink>,
+    startTime: bigint,
+    kind: Tracer.SpanKind
+  ) => Tracer.Span
+}
+
+export const makeTracer = (sampler: Sampler, sink: SpanSink): SamplingTracer =>
+  Tracer.make({
+    span(name, parent, context, links, startTime, kind) {
+      let traceId: string
+      if (Option.isNone(parent)) {
+        traceId = newTraceId()
+        if (!sampler(traceId, Option.none())) return NOT_SAMPLED
+      } else if (parent.value._tag === "Span") {
+        if (!parent.value.sampled) return NOT_SAMPLED
+        traceId = parent.value.traceId
+      } else {
+        traceId = parent.value.traceId
+        if (!sampler(traceId, parent as Option.Some<Tracer.ExternalSpan>)) return NOT_SAMPLED
+      }
+      const traceState = Option.isSome(parent) ? traceStateOf(parent.value) : undefined
+      return new RecordingSpan(name, traceId, newSpanId(), parent, context, links, startTime, kind, traceState, sink)
+    },
+    context: (f) => f()
+  }) as SamplingTracer

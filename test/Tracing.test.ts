@@ -1,0 +1,432 @@
+/**
+ * Traces over OTLP/HTTP to a real receiver (`support/otlp.ts`, decoding what the exporter sends): the server span of a
+ * request made with a `traceparent` joins the client's trace with the HTTP attributes and the key id, its database
+ * statements are its children, nothing of the key leaves the process; an unsampled request exports nothing; a
+ * collector that is down costs requests nothing and its spans are counted as dropped. Also the samplers, and the
+ * trace ids in log lines.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Logger, Metric, Option, Redacted, Scope } from "effect"
+import { ApiKeys } from "../src/Auth/ApiKeys.js"
+import { ObservabilityConfig } from "../src/Observability/Config.js"
+import { ObservabilityLive } from "../src/Observability/Live.js"
+import { spansDropped } from "../src/Observability/Metrics.js"
+import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
+import { newSpanId, newTraceId } from "../src/Observability/Tracer.js"
+import { PetsRepo } from "../src/Pets/Repo.js"
+import * as Sql from "../src/Sql.js"
+import { describePostgres, SQLite } from "./support/backends.js"
+import { authorized, testServerOn } from "./support/http.js"
+import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
+import { otlpReceiver } from "./support/otlp.js"
+
+describe("traces over OTLP", () => {
+  for (const protocol of ["http/protobuf", "http/json"] as const) {
+    it.scoped(`${protocol}: the server span joins the client's trace, its statements are its children, the key stays`, () =>
+      Effect.gen(function*() {
+        const receiver = yield* otlpReceiver
+        const url = yield* SQLite.freshDatabase
+        const traceId = newTraceId()
+        const clientSpanId = newSpanId()
+        const unsampledTraceId = newTraceId()
+        const made = yield* Effect.gen(function*() {
+          const hooks = yield* configuredHooks
+          const keys = yield* ApiKeys
+          const pets = yield* PetsRepo
+          const created = yield* keys.create("tracing")
+          const key = Redacted.value(created.key)
+          const pet = yield* pets.create({ name: "Rex", categoryId: 1, status: "available" })
+
+          const request = hooks.observeRequest({
+            method: "GET",
+            route: "/v1/pets/{petId}",
+            path: `/v1/pets/${pet.id}`,
+            headers: new Headers({
+              traceparent: `00-${traceId}-${clientSpanId}-01`,
+              tracestate: "vendor=opaque",
+              authorization: `Bearer ${key}`
+            })
+          })
+          expect(request.parentSpan?.traceId).toBe(traceId)
+          const authenticated = yield* keys.authenticate(Redacted.make(key)).pipe(
+            Effect.zipLeft(pets.findById(pet.id)),
+            Effect.withParentSpan(request.parentSpan!)
+          )
+          request.end(200, Option.getOrThrow(authenticated).id)
+
+          const failing = hooks.observeRequest({
+            method: "POST",
+            route: "/v1/pets",
+            path: "/v1/pets",
+            headers: new Headers({ traceparent: `00-${traceId}-${clientSpanId}-01` })
+          })
+          failing.end(503, undefined, "SqlError")
+
+          const unsampled = hooks.observeRequest({
+            method: "GET",
+            route: "/v1/pets",
+            path: "/v1/pets",
+            headers: new Headers({ traceparent: `00-${unsampledTraceId}-${clientSpanId}-00` })
+          })
+          expect(unsampled.parentSpan?.sampled).toBe(false)
+          yield* pets.list({ limit: 5 }).pipe(Effect.withParentSpan(unsampled.parentSpan!))
+          unsampled.end(200, created.id)
+          return { key, keyId: created.id, petId: pet.id }
+        }).pipe(
+          // The layer closes at the end of this: the exporter's last flush.
+          Effect.provide(repositoriesOn(url)),
+          withEnvironment({
+            OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+            OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+            OTEL_EXPORTER_OTLP_HEADERS: "x-collector-token=s3cret",
+            OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=test",
+            OTEL_METRIC_EXPORT_INTERVAL: "600000"
+          })
+        )
+
+        const traceBodies = receiver.bodies.filter((body) => body.path === "/v1/traces")
+        expect(traceBodies.length).toBeGreaterThan(0)
+        for (const body of traceBodies) {
+          expect(body.contentType).toBe(protocol === "http/json" ? "application/json" : "application/x-protobuf")
+        }
+        expect(receiver.headers[0].get("x-collector-token")).toBe("s3cret")
+
+        const server = receiver.spans.find((span) => span.name === "GET /v1/pets/{petId}")!
+        expect(server).toMatchObject({
+          traceId,
+          parentSpanId: clientSpanId,
+          traceState: "vendor=opaque",
+          kind: 2,
+          attributes: {
+            "http.request.method": "GET",
+            "http.route": "/v1/pets/{petId}",
+            "url.path": `/v1/pets/${made.petId}`,
+            "http.response.status_code": 200,
+            "petstore.api_key.id": made.keyId
+          },
+          status: { code: 0 }
+        })
+        expect(server.resource).toMatchObject({
+          "service.name": "petstore",
+          "service.version": "9.9.9",
+          "deployment.environment": "test"
+        })
+        const children = receiver.spans.filter((span) => span.parentSpanId === server.spanId)
+        // The key's lookup, its first-use time written, the pet's lookup.
+        expect(children.map((span) => span.name).sort()).toEqual(["SELECT api_keys", "SELECT pets", "UPDATE api_keys"])
+        for (const child of children) {
+          expect(child).toMatchObject({ traceId, kind: 3, attributes: { "db.system.name": "sqlite" } })
+          expect(child.attributes["db.operation.name"]).toBe(child.name.split(" ")[0])
+          expect(child.attributes["db.query.text"]).toMatch(/WHERE id = \?/)
+        }
+
+        const failed = receiver.spans.find((span) => span.name === "POST /v1/pets")!
+        expect(failed.attributes).toMatchObject({ "http.response.status_code": 503, "error.type": "SqlError" })
+        expect(failed.status.code).toBe(2)
+
+        expect(receiver.spans.filter((span) => span.traceId === unsampledTraceId)).toEqual([])
+        // Nothing of the key: not its secret, not the Authorization header, in any body sent.
+        const secret = made.key.slice(made.key.lastIndexOf("_") + 1)
+        for (const body of receiver.bodies) {
+          expect(body.text).not.toContain(secret)
+          expect(body.text.toLowerCase()).not.toContain("bearer")
+        }
+      }))
+  }
+
+  it.scoped("a collector that is down: requests are observed as usual, their spans dropped and counted", () =>
+    Effect.gen(function*() {
+      const url = yield* SQLite.freshDatabase
+      const port = yield* freePort
+      const droppedBefore = (yield* Metric.value(spansDropped)).count
+      yield* Effect.gen(function*() {
+        const hooks = yield* configuredHooks
+        const pets = yield* PetsRepo
+        for (let i = 0; i < 5; i++) {
+          const request = hooks.observeRequest({
+            method: "GET",
+            route: "/v1/pets",
+            path: "/v1/pets",
+            headers: new Headers()
+          })
+          const page = yield* pets.list({ limit: 5 }).pipe(Effect.withParentSpan(request.parentSpan!))
+          expect(page.pets).toEqual([])
+          request.end(200, undefined)
+        }
+      }).pipe(
+        Effect.provide(repositoriesOn(url)),
+        withEnvironment({
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${port}/v1/traces`,
+          OTEL_EXPORTER_OTLP_TIMEOUT: "2000"
+        })
+      )
+      // Five server spans and their five statements at least (the start-up's migration spans too), none delivered.
+      expect((yield* Metric.value(spansDropped)).count - droppedBefore).toBeGreaterThanOrEqual(10)
+    }))
+
+  it.scoped("the buffer is bounded: past OTEL_BSP_MAX_QUEUE_SIZE spans are dropped at once, and counted", () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      const url = yield* SQLite.freshDatabase
+      const dropped = yield* Effect.gen(function*() {
+        const hooks = yield* configuredHooks
+        const before = (yield* Metric.value(spansDropped)).count
+        // Five spans at once: two fill the buffer and leave in one export, two more fill it while that export is
+        // under way, the fifth finds it full.
+        for (let i = 0; i < 5; i++) {
+          hooks.observeRequest({ method: "GET", route: "/v1/pets", path: "/v1/pets", headers: new Headers() }).end(
+            200,
+            undefined
+          )
+        }
+        return (yield* Metric.value(spansDropped)).count - before
+      }).pipe(
+        Effect.provide(repositoriesOn(url)),
+        withEnvironment({
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+          OTEL_BSP_MAX_QUEUE_SIZE: "2",
+          OTEL_BSP_SCHEDULE_DELAY: "60000",
+          OTEL_METRIC_EXPORT_INTERVAL: "600000"
+        })
+      )
+      expect(dropped).toBeGreaterThanOrEqual(1)
+      expect(receiver.spans.filter((span) => span.name === "GET /v1/pets").length + dropped).toBe(5)
+    }))
+
+  it.scoped("log lines written under a sampled request's span carry its traceId and spanId", () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      const url = yield* SQLite.freshDatabase
+      const lines: Array<Record<string, unknown>> = []
+      const capture = Logger.make(({ annotations }) => {
+        lines.push(Object.fromEntries(annotations))
+      })
+      const traceId = newTraceId()
+      const spanId = yield* Effect.gen(function*() {
+        const hooks = yield* configuredHooks
+        const sampled = hooks.observeRequest({
+          method: "GET",
+          route: "/v1/pets",
+          path: "/v1/pets",
+          headers: new Headers({ traceparent: `00-${traceId}-${newSpanId()}-01` })
+        })
+        yield* Effect.logInfo("inside").pipe(Effect.withParentSpan(sampled.parentSpan!))
+        const unsampled = hooks.observeRequest({
+          method: "GET",
+          route: "/v1/pets",
+          path: "/v1/pets",
+          headers: new Headers({ traceparent: `00-${newTraceId()}-${newSpanId()}-00` })
+        })
+        yield* Effect.logInfo("not sampled").pipe(Effect.withParentSpan(unsampled.parentSpan!))
+        sampled.end(200, undefined)
+        unsampled.end(200, undefined)
+        return sampled.parentSpan!.spanId
+      }).pipe(
+        Effect.provide(repositoriesOn(url)),
+        Effect.provide(Logger.replace(Logger.defaultLogger, capture)),
+        withEnvironment({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: "600000" })
+      )
+      expect(lines).toContainEqual({ traceId, spanId })
+      expect(lines.filter((line) => "traceId" in line)).toHaveLength(1)
+    }))
+})
+
+describePostgres((backend) => {
+  it.scoped("the statements @effect/sql runs on PostgreSQL are spans of the request's trace", () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      const url = yield* backend.freshDatabase
+      const traceId = newTraceId()
+      const serverSpanId = yield* Effect.gen(function*() {
+        const hooks = yield* configuredHooks
+        const pets = yield* PetsRepo
+        const request = hooks.observeRequest({
+          method: "POST",
+          route: "/v1/pets",
+          path: "/v1/pets",
+          headers: new Headers({ traceparent: `00-${traceId}-${newSpanId()}-01` })
+        })
+        yield* pets.create({ name: "Rex", categoryId: 1, status: "available" }).pipe(
+          Effect.withParentSpan(request.parentSpan!)
+        )
+        request.end(201, undefined)
+        return request.parentSpan!.spanId
+      }).pipe(
+        Effect.provide(repositoriesOn(url)),
+        withEnvironment({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: "600000" })
+      )
+      const inTrace = receiver.spans.filter((span) => span.traceId === traceId)
+      const byId = new Map(inTrace.map((span) => [span.spanId, span]))
+      const statement = inTrace.find((span) => span.attributes["db.system.name"] === "postgresql")!
+      expect(statement.attributes["db.query.text"]).toMatch(/^INSERT INTO pets/)
+      // Its ancestors lead to the server span.
+      let ancestor = statement
+      while (ancestor.spanId !== serverSpanId) ancestor = byId.get(ancestor.parentSpanId)!
+      expect(ancestor.name).toBe("POST /v1/pets")
+    }))
+})
+
+describe("sampling", () => {
+  const ids = Array.from({ length: 20_000 }, newTraceId)
+  const remote = (sampled: boolean) =>
+    remoteParent(new Headers({ traceparent: `00-${newTraceId()}-${newSpanId()}-${sampled ? "01" : "00"}` }))
+
+  it("traceidratio samples about its ratio of traces, and decides alike for the same trace id", () => {
+    const sampler = makeSampler({ sampler: "traceidratio", ratio: 0.1 })
+    const share = ids.filter((id) => sampler(id, Option.none())).length / ids.length
+    expect(share).toBeGreaterThan(0.08)
+    expect(share).toBeLessThan(0.12)
+    for (const id of ids.slice(0, 100)) expect(sampler(id, Option.none())).toBe(sampler(id, Option.none()))
+  })
+
+  it("parentbased_* follow the client's sampled flag; the others decide for themselves", () => {
+    expect(makeSampler({ sampler: "parentbased_always_off", ratio: 1 })(newTraceId(), remote(true))).toBe(true)
+    expect(makeSampler({ sampler: "parentbased_always_on", ratio: 1 })(newTraceId(), remote(false))).toBe(false)
+    expect(makeSampler({ sampler: "parentbased_always_on", ratio: 1 })(newTraceId(), Option.none())).toBe(true)
+    expect(makeSampler({ sampler: "parentbased_traceidratio", ratio: 0 })(newTraceId(), remote(true))).toBe(true)
+    expect(makeSampler({ sampler: "always_on", ratio: 1 })(newTraceId(), remote(false))).toBe(true)
+    expect(makeSampler({ sampler: "always_off", ratio: 1 })(newTraceId(), remote(true))).toBe(false)
+  })
+
+  it("a malformed traceparent is no parent (the request starts its own trace)", () => {
+    const id = newTraceId()
+    for (
+      const traceparent of [
+        `00-${id}-${newSpanId()}`,
+        `00-${id.toUpperCase()}-${newSpanId()}-01`,
+        `00-${"0".repeat(32)}-${newSpanId()}-01`,
+        `00-${id}-${"0".repeat(16)}-01`,
+        `00-${id}-${newSpanId()}-1`,
+        `ff-${id}-${newSpanId()}-01`
+      ]
+    ) expect(remoteParent(new Headers({ traceparent }))).toEqual(Option.none())
+    expect(Option.map(remoteParent(new Headers({ traceparent: `00-${id}-${"a".repeat(16)}-01` })), (p) => p.traceId))
+      .toEqual(Option.some(id))
+  })
+})
+
+describe("configuration", () => {
+  const bad: ReadonlyArray<readonly [Record<string, string>, string]> = [
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" }, "OTEL_EXPORTER_OTLP_ENDPOINT"],
+    [{ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "ftp://collector" }, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, "OTEL_EXPORTER_OTLP_PROTOCOL"],
+    [{ OTEL_EXPORTER_OTLP_HEADERS: "authorization" }, "OTEL_EXPORTER_OTLP_HEADERS"],
+    [{ OTEL_RESOURCE_ATTRIBUTES: "region=%zz" }, "OTEL_RESOURCE_ATTRIBUTES"],
+    [{ OTEL_TRACES_SAMPLER: "jaeger_remote" }, "OTEL_TRACES_SAMPLER"],
+    [{ OTEL_TRACES_SAMPLER_ARG: "1.5" }, "OTEL_TRACES_SAMPLER_ARG"],
+    [{ OTEL_BSP_MAX_QUEUE_SIZE: "0" }, "OTEL_BSP_MAX_QUEUE_SIZE"]
+  ]
+  for (const [env, variable] of bad) {
+    it.effect(`a bad ${variable} is refused, naming it`, () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(ObservabilityConfig.pipe(withEnvironment(env)))
+        expect(String(error)).toContain(variable)
+        expect(String(error)).toMatch(/Expected/)
+      }))
+  }
+
+  it.effect("the endpoint's signal paths, the service name and its precedence", () =>
+    Effect.gen(function*() {
+      const options = yield* ObservabilityConfig.pipe(withEnvironment({
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/",
+        OTEL_RESOURCE_ATTRIBUTES: "service.name=from-attributes,team=pets",
+        OTEL_SERVICE_NAME: "from-variable"
+      }))
+      const otlp = Option.getOrThrow(options.otlp)
+      expect(otlp).toMatchObject({
+        tracesUrl: "http://collector:4318/v1/traces",
+        metricsUrl: "http://collector:4318/v1/metrics",
+        protocol: "http/protobuf",
+        serviceName: "from-variable",
+        resourceAttributes: { team: "pets" },
+        sampling: { sampler: "parentbased_always_on", ratio: 1 }
+      })
+      const none = yield* ObservabilityConfig.pipe(withEnvironment({}))
+      expect(Option.isNone(none.otlp) && Option.isNone(none.metricsAddress)).toBe(true)
+    }))
+})
+
+describe("traces of HTTP requests", () => {
+  /** The application on a fresh SQLite file, with observability as the environment configures it. */
+  const observedServer = (env: Record<string, string>) =>
+    Effect.flatMap(
+      SQLite.freshDatabase,
+      (url) => testServerOn(Sql.layer(url).pipe(Layer.provideMerge(ObservabilityLive("9.9.9"))))
+    ).pipe(withEnvironment(env))
+
+  it.scoped("every request gets its server span; a request with a traceparent joins the trace; the log line carries the ids", () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      const lines: Array<Record<string, unknown>> = []
+      const capture = Logger.make(({ annotations, message }) => {
+        lines.push({ message: Array.isArray(message) ? message[0] : message, ...Object.fromEntries(annotations) })
+      })
+      const traceId = newTraceId()
+      const clientSpanId = newSpanId()
+      const scope = yield* Scope.make()
+      const server = yield* observedServer({
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_METRIC_EXPORT_INTERVAL: "600000"
+      }).pipe(
+        Scope.extend(scope),
+        Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+      )
+      const traceparent = `00-${traceId}-${clientSpanId}-01`
+      const created = yield* Effect.promise(() =>
+        server.fetch(
+          "/v1/pets",
+          authorized(server.key, {
+            method: "POST",
+            body: JSON.stringify({ name: "Rex", categoryId: 1 }),
+            headers: { traceparent }
+          })
+        )
+      )
+      expect(created.status).toBe(201)
+      const pet = (yield* Effect.promise(() => created.json())) as { readonly id: number }
+      const got = yield* Effect.promise(() =>
+        server.fetch(`/v1/pets/${pet.id}`, authorized(server.key, { headers: { traceparent } }))
+      )
+      expect(got.status).toBe(200)
+      expect((yield* Effect.promise(() => server.fetch("/nowhere", { headers: { traceparent } }))).status).toBe(404)
+      expect((yield* Effect.promise(() => server.fetch("/healthz", { headers: { traceparent } }))).status).toBe(200)
+      yield* Scope.close(scope, Exit.void) // the exporter's last flush
+
+      const inTrace = receiver.spans.filter((span) => span.traceId === traceId)
+      const named = (name: string) => inTrace.find((span) => span.name === name)!
+      const keyId = server.key.split("_")[1]
+      expect(named("POST /v1/pets")).toMatchObject({
+        parentSpanId: clientSpanId,
+        kind: 2,
+        attributes: { "http.route": "/v1/pets", "http.response.status_code": 201, "petstore.api_key.id": keyId }
+      })
+      const get = named("GET /v1/pets/{petId}")
+      expect(get.attributes).toMatchObject({ "url.path": `/v1/pets/${pet.id}`, "http.response.status_code": 200 })
+      expect(inTrace.filter((span) => span.parentSpanId === get.spanId).map((span) => span.name)).toContain(
+        "SELECT pets"
+      )
+      expect(named("GET").attributes).toMatchObject({ "url.path": "/nowhere", "http.response.status_code": 404 })
+      expect(named("GET").attributes["http.route"]).toBeUndefined()
+      expect(named("GET /healthz").attributes).toMatchObject({ "http.response.status_code": 200 })
+      for (const body of receiver.bodies) {
+        expect(body.text).not.toContain(server.key.slice(server.key.lastIndexOf("_") + 1))
+      }
+
+      const requestLine = lines.find((line) => line.message === "request" && line.path === `/v1/pets/${pet.id}`)!
+      expect(requestLine).toMatchObject({ traceId, spanId: get.spanId, keyId })
+    }))
+
+  it.scopedLive("with the collector down, requests answer as usual", () =>
+    Effect.gen(function*() {
+      const port = yield* freePort
+      const server = yield* observedServer({
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+        OTEL_BSP_SCHEDULE_DELAY: "10"
+      })
+      for (let i = 0; i < 20; i++) {
+        const response = yield* Effect.promise(() => server.fetch("/v1/pets", authorized(server.key)))
+        expect(response.status).toBe(200)
+        yield* Effect.sleep("5 millis")
+      }
+    }))
+})
