@@ -1,7 +1,7 @@
 // ESLint with Effect's own formatting rule (dprint, as Effect's repositories configure it) and typescript-eslint's
 // recommended checks. `npm run lint` checks; `npm run lint:fix` also formats. `npm test` runs the check.
-import js from "@eslint/js"
 import effect from "@effect/eslint-plugin"
+import js from "@eslint/js"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(

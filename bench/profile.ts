@@ -4,8 +4,8 @@
  *
  *     npm run bench:profile -- get        # list | filtered | get | create
  */
-import { Database } from "bun:sqlite"
 import { spawn, spawnSync } from "bun"
+import { Database } from "bun:sqlite"
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { join, resolve } from "node:path"
 
@@ -37,7 +37,13 @@ sqlite.close()
 const port = 18_000 + Math.floor(Math.random() * 1000)
 const child = spawn(["bun", "--cpu-prof", `--cpu-prof-dir=${OUT}`, "src/main.ts", "serve"], {
   cwd: ROOT,
-  env: { ...process.env, HOST: "127.0.0.1", PORT: String(port), DATABASE_URL: db, LOG_LEVEL: process.env.LOG_LEVEL ?? "warning" },
+  env: {
+    ...process.env,
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    DATABASE_URL: db,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? "warning"
+  },
   stdout: "ignore",
   stderr: "inherit"
 })
@@ -85,4 +91,8 @@ const top = (map: Map<string, number>, n: number) =>
   [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, count]) =>
     `${((100 * count) / total).toFixed(1).padStart(5)} %  ${name}`
   ).join("\n")
-console.log(`${file}: ${total} samples\n\nself time by package or file:\n${top(byPackage, 20)}\n\nself time by function:\n${top(byFunction, 30)}`)
+console.log(
+  `${file}: ${total} samples\n\nself time by package or file:\n${top(byPackage, 20)}\n\nself time by function:\n${
+    top(byFunction, 30)
+  }`
+)

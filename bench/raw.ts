@@ -29,7 +29,9 @@ const listAll = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id
 const listByStatus = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
 const findOne = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
 const insert = db.prepare(`INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`)
-const findKey = db.prepare(`SELECT id, name, hash, last_used_at AS lastUsedAt, revoked_at AS revokedAt FROM api_keys WHERE id = ?`)
+const findKey = db.prepare(
+  `SELECT id, name, hash, last_used_at AS lastUsedAt, revoked_at AS revokedAt FROM api_keys WHERE id = ?`
+)
 const touchKey = db.prepare(`UPDATE api_keys SET last_used_at = ? WHERE id = ?`)
 
 const baseHeaders = (request: Request): Record<string, string> => {
@@ -60,9 +62,13 @@ const authenticate = (request: Request): string | undefined => {
   if (row === null) return undefined
   const presented = createHash("sha256").update(key).digest()
   const stored = Buffer.from(row.hash, "hex")
-  if (stored.length !== presented.length || !timingSafeEqual(presented, stored) || row.revokedAt !== null) return undefined
+  if (stored.length !== presented.length || !timingSafeEqual(presented, stored) || row.revokedAt !== null) {
+    return undefined
+  }
   const now = Date.now()
-  if (row.lastUsedAt === null || now - Date.parse(row.lastUsedAt) >= 60_000) touchKey.run(new Date(now).toISOString(), row.id)
+  if (row.lastUsedAt === null || now - Date.parse(row.lastUsedAt) >= 60_000) {
+    touchKey.run(new Date(now).toISOString(), row.id)
+  }
   return row.id
 }
 

@@ -11,8 +11,8 @@
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
  * list of scenario names to run, e.g. "create"; all by default; the feature variants run only without it).
  */
-import { Database } from "bun:sqlite"
 import { spawn, spawnSync } from "bun"
+import { Database } from "bun:sqlite"
 import {
   closeSync,
   copyFileSync,
@@ -47,7 +47,9 @@ const log = (...args: Array<unknown>) => console.error("[bench]", ...args)
 const run = (cmd: Array<string>, options: { env?: Record<string, string> } = {}) => {
   const result = spawnSync(cmd, { cwd: ROOT, env: { ...process.env, ...options.env }, stdout: "pipe", stderr: "pipe" })
   if (result.exitCode !== 0) {
-    throw new Error(`${cmd.join(" ")} failed (${result.exitCode}):\n${result.stdout.toString()}${result.stderr.toString()}`)
+    throw new Error(
+      `${cmd.join(" ")} failed (${result.exitCode}):\n${result.stdout.toString()}${result.stderr.toString()}`
+    )
   }
   return result.stdout.toString()
 }
@@ -240,7 +242,13 @@ const millis = (text: string): number => {
   return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : match[2] === "s" ? value * 1000 : value * 60_000
 }
 
-const wrk = (url: string, key: string, script?: string, seconds = DURATION, headers: ReadonlyArray<string> = []): Load => {
+const wrk = (
+  url: string,
+  key: string,
+  script?: string,
+  seconds = DURATION,
+  headers: ReadonlyArray<string> = []
+): Load => {
   const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `Authorization: Bearer ${key}`]
   for (const header of headers) args.push("-H", header)
   if (script !== undefined) args.push("-s", script)
@@ -337,8 +345,10 @@ const main = async () => {
     const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
 
     log("warming up")
-    for (const server of all) for (const scenario of SCENARIOS.slice(0, 3)) {
-      wrk(server.origin + scenario.path(PETS), key, scenario.script, 1)
+    for (const server of all) {
+      for (const scenario of SCENARIOS.slice(0, 3)) {
+        wrk(server.origin + scenario.path(PETS), key, scenario.script, 1)
+      }
     }
 
     const fsyncBefore = fsyncMillis()
@@ -437,24 +447,26 @@ const main = async () => {
         await scaled.raw.stop()
       }
     }
-    const growthRatios = SCALE.length < 2 ? [] : ALL_SCENARIOS.slice(0, 2).flatMap((scenario) =>
-      (["petstore", "raw"] as const).map((server) => {
-        const at = (size: number) =>
-          growth.find((g) => g.size === size && g.scenario === scenario.name && g.server === server) as
-            | (Load & { size: number })
-            | undefined
-        const small = at(SCALE[0])
-        const large = at(SCALE.at(-1)!)
-        return {
-          scenario: scenario.name,
-          server,
-          small: SCALE[0],
-          large: SCALE.at(-1)!,
-          p50Ratio: small && large ? ratio(large.p50, small.p50) : NaN,
-          rpsRatio: small && large ? ratio(small.rps, large.rps) : NaN
-        }
-      })
-    )
+    const growthRatios = SCALE.length < 2 ?
+      [] :
+      ALL_SCENARIOS.slice(0, 2).flatMap((scenario) =>
+        (["petstore", "raw"] as const).map((server) => {
+          const at = (size: number) =>
+            growth.find((g) => g.size === size && g.scenario === scenario.name && g.server === server) as
+              | (Load & { size: number })
+              | undefined
+          const small = at(SCALE[0])
+          const large = at(SCALE.at(-1)!)
+          return {
+            scenario: scenario.name,
+            server,
+            small: SCALE[0],
+            large: SCALE.at(-1)!,
+            p50Ratio: small && large ? ratio(large.p50, small.p50) : NaN,
+            rpsRatio: small && large ? ratio(small.rps, large.rps) : NaN
+          }
+        })
+      )
 
     const startup = {
       petstore: median(startups.petstore),
@@ -514,9 +526,15 @@ const table = (r: any): string => {
       `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
     )
   }
-  lines.push("", `| with a feature on | req/s | ratio to raw | ratio to the plain row | p50 / p99 ms |`, `|---|---|---|---|---|`)
+  lines.push(
+    "",
+    `| with a feature on | req/s | ratio to raw | ratio to the plain row | p50 / p99 ms |`,
+    `|---|---|---|---|---|`
+  )
   for (const v of r.variants) {
-    lines.push(`| ${v.scenario}, ${v.variant} | ${v.load.rps} | ${v.ratio} | **${v.toPlain}** | ${v.load.p50} / ${v.load.p99} |`)
+    lines.push(
+      `| ${v.scenario}, ${v.variant} | ${v.load.rps} | ${v.ratio} | **${v.toPlain}** | ${v.load.p50} / ${v.load.p99} |`
+    )
   }
   lines.push(
     "",
@@ -527,13 +545,23 @@ const table = (r: any): string => {
     `| RSS after load (MB) | ${r.memory.afterLoad.petstore} | ${r.memory.afterLoad.raw} | ${r.memory.afterLoad.ratio} |`
   )
   if (r.growthRatios.length > 0) {
-    lines.push("", `| growth | server | p50 ms at ${r.growthRatios[0].small} | p50 ms at ${r.growthRatios[0].large} | latency ratio |`, `|---|---|---|---|---|`)
+    lines.push(
+      "",
+      `| growth | server | p50 ms at ${r.growthRatios[0].small} | p50 ms at ${
+        r.growthRatios[0].large
+      } | latency ratio |`,
+      `|---|---|---|---|---|`
+    )
     for (const g of r.growthRatios) {
-      const at = (size: number) => r.growth.find((x: any) => x.size === size && x.scenario === g.scenario && x.server === g.server)
+      const at = (size: number) =>
+        r.growth.find((x: any) => x.size === size && x.scenario === g.scenario && x.server === g.server)
       lines.push(`| ${g.scenario} | ${g.server} | ${at(g.small)?.p50} | ${at(g.large)?.p50} | **${g.p50Ratio}** |`)
     }
   }
-  lines.push("", `${r.machine.cpu}, ${r.machine.memoryGb} GB, Bun ${r.machine.bun}; ${r.machine.wrk}; ${r.pets} pets; fdatasync median ${r.machine.fsyncMs.before} ms before the loads, ${r.machine.fsyncMs.after} ms after.`)
+  lines.push(
+    "",
+    `${r.machine.cpu}, ${r.machine.memoryGb} GB, Bun ${r.machine.bun}; ${r.machine.wrk}; ${r.pets} pets; fdatasync median ${r.machine.fsyncMs.before} ms before the loads, ${r.machine.fsyncMs.after} ms after.`
+  )
   return lines.join("\n")
 }
 

@@ -4,25 +4,25 @@
  * alone many times over, the way the pipeline runs it, and the whole request beside them. CPU time, not wall time, so
  * that other work on the machine disturbs it less; still, compare figures of one run.
  */
+import { HttpApi, HttpServerRequest } from "@effect/platform"
 import { Database } from "bun:sqlite"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted, Runtime } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { ServedApi } from "../src/Api.js"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { RoutesLive, WebHandler, webHandlerFrom } from "../src/Http.js"
 import { Lifecycle } from "../src/Lifecycle.js"
 import { PetsHandlers } from "../src/Pets/Http.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { deriveRoutes } from "../src/Serving/Derive.js"
-import { makePipeline } from "../src/Serving/Pipeline.js"
-import { ApiHandlers } from "../src/Serving/Handlers.js"
 import * as Gate from "../src/Serving/Gate.js"
+import { ApiHandlers } from "../src/Serving/Handlers.js"
+import { makePipeline } from "../src/Serving/Pipeline.js"
 import { makeRouteTable } from "../src/Serving/RouteTable.js"
 import { pathOf, queryOf } from "../src/Serving/Url.js"
 import * as Sql from "../src/Sql.js"
-import { HttpApi, HttpServerRequest } from "@effect/platform"
-import { ServedApi } from "../src/Api.js"
 
 const N = Number(process.env.STAGES_N ?? 20_000)
 const servers = { production: "https://api.example.test/v1", staging: "https://staging.example.test/v1" }
@@ -71,7 +71,9 @@ const program = Effect.gen(function*() {
   )
   const getPet = derived.routes.find((route) => route.name === "getPet")!
   const listPets = derived.routes.find((route) => route.name === "listPets")!
-  const table = makeRouteTable(derived.routes.map((route) => ({ method: route.method, path: route.path, target: route })))
+  const table = makeRouteTable(
+    derived.routes.map((route) => ({ method: route.method, path: route.path, target: route }))
+  )
   const pets = Context.get(context, PetsHandlers)
 
   const runtime = yield* Effect.runtime<never>()
@@ -91,36 +93,95 @@ const program = Effect.gen(function*() {
   const rows: Array<readonly [string, number]> = [
     ["a new Request (the test's own cost, in every whole-request row)", cpu(() => new Request(url, { headers }))],
     ["whole request: get one", yield* Effect.promise(() => cpuAsync(() => server(new Request(url, { headers }))))],
-    ["whole request: list 20", yield* Effect.promise(() => cpuAsync(() => server(new Request("http://127.0.0.1:8080/v1/pets", { headers }))))],
-    ["gate: head limits, target, body plan", cpu(() => {
-      Gate.headRefusal(request.url, request.headers)
-      Gate.targetRefusal(request.url)
-      Gate.bodyPlan(request.method, request.headers)
-    })],
+    [
+      "whole request: list 20",
+      yield* Effect.promise(() => cpuAsync(() => server(new Request("http://127.0.0.1:8080/v1/pets", { headers }))))
+    ],
+    [
+      "gate: head limits, target, body plan",
+      cpu(() => {
+        Gate.headRefusal(request.url, request.headers)
+        Gate.targetRefusal(request.url)
+        Gate.bodyPlan(request.method, request.headers)
+      })
+    ],
     ["route table: path and match", cpu(() => table.match(pathOf(request.url)))],
     ["query: read (list)", cpu(() => queryOf("http://127.0.0.1:8080/v1/pets?limit=20&status=sold"))],
     ["decode: path (get one)", cpu(() => getPet.decodePath!({ petId: "5000" }))],
     ["decode: query (list)", cpu(() => listPets.decodeQuery!({ limit: "20", status: "sold" }))],
-    ["a fiber per request (an empty effect, forked, with the request's context)", cpu(() => {
-      const services = new Map()
-      Runtime.runFork(Runtime.make({ context: Context.unsafeMake(services), fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags }))(Effect.void)
-    })],
-    ["platform request for the middleware (fromWeb, headers read)", cpu(() => HttpServerRequest.fromWeb(request).headers)],
-    ["the pipeline alone: get one (fiber, middleware, decode, handler, encode)", cpu(() =>
-      pipeline(getPet, { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
-    ["  the same with a handler that does nothing", cpu(() =>
-      emptyPipeline(emptyGet, { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
-    ["  the same without middleware either", cpu(() =>
-      emptyPipeline(bareGet, { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }))],
-    ["handler: get one (its SQLite read included)", cpu(() => runSync(pets.getPet({ path: { petId: 5000 as never }, request: serverRequest }).pipe(Effect.either)))],
-    ["handler: list 20 (its SQLite read included)", cpu(() => runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.either)))],
+    [
+      "a fiber per request (an empty effect, forked, with the request's context)",
+      cpu(() => {
+        const services = new Map()
+        Runtime.runFork(
+          Runtime.make({
+            context: Context.unsafeMake(services),
+            fiberRefs: runtime.fiberRefs,
+            runtimeFlags: runtime.runtimeFlags
+          })
+        )(Effect.void)
+      })
+    ],
+    [
+      "platform request for the middleware (fromWeb, headers read)",
+      cpu(() => HttpServerRequest.fromWeb(request).headers)
+    ],
+    [
+      "the pipeline alone: get one (fiber, middleware, decode, handler, encode)",
+      cpu(() =>
+        pipeline(getPet, { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" })
+      )
+    ],
+    [
+      "  the same with a handler that does nothing",
+      cpu(() =>
+        emptyPipeline(emptyGet, {
+          request,
+          started: 0,
+          params: { petId: "5000" },
+          query: {},
+          body: undefined,
+          requestId: "x"
+        })
+      )
+    ],
+    [
+      "  the same without middleware either",
+      cpu(() =>
+        emptyPipeline(bareGet, {
+          request,
+          started: 0,
+          params: { petId: "5000" },
+          query: {},
+          body: undefined,
+          requestId: "x"
+        })
+      )
+    ],
+    [
+      "handler: get one (its SQLite read included)",
+      cpu(() => runSync(pets.getPet({ path: { petId: 5000 as never }, request: serverRequest }).pipe(Effect.either)))
+    ],
+    [
+      "handler: list 20 (its SQLite read included)",
+      cpu(() => runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.either)))
+    ],
     ["encode: one pet", cpu(() => getPet.encodeSuccess(pet))],
     ["encode: 20 pets", cpu(() => listPets.encodeSuccess(page))],
-    ["answer: a Response with the server's headers", cpu(() =>
-      new Response("{}", {
-        status: 200,
-        headers: { "content-type": "application/json", "x-request-id": "x", "x-content-type-options": "nosniff", "cache-control": "no-store" }
-      }))]
+    [
+      "answer: a Response with the server's headers",
+      cpu(() =>
+        new Response("{}", {
+          status: 200,
+          headers: {
+            "content-type": "application/json",
+            "x-request-id": "x",
+            "x-content-type-options": "nosniff",
+            "cache-control": "no-store"
+          }
+        })
+      )
+    ]
   ]
   console.log("| stage | CPU µs per request |\n|---|---|")
   for (const [stage, us] of rows) console.log(`| ${stage} | ${us} |`)

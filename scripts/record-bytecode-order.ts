@@ -33,7 +33,13 @@ try {
   rmSync(ORDER, { force: true })
   const server = spawn([PETSTORE, "serve"], {
     cwd: ROOT,
-    env: { ...process.env, BUN_BYTECODE_ORDER_OUT: ORDER, HOST: "127.0.0.1", PORT: String(port), DATABASE_URL: database },
+    env: {
+      ...process.env,
+      BUN_BYTECODE_ORDER_OUT: ORDER,
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      DATABASE_URL: database
+    },
     stdout: "ignore",
     stderr: "inherit"
   })

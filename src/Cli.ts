@@ -33,7 +33,8 @@ export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandF
 const note = (line: string) => Effect.sync(() => void process.stderr.write(`${line}\n`))
 
 /** The message of a failed decode: the schema's own rule ("a key name is 1 to 100 characters"). */
-const ruleOf = (error: ParseResult.ParseError) => ParseResult.ArrayFormatter.formatErrorSync(error)[0]?.message ?? error.message
+const ruleOf = (error: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)[0]?.message ?? error.message
 
 /** `text` decoded by `schema`, or a usage error that says what `what` must be. */
 const decodeArgument = <A>(schema: Schema.Schema<A, string>, command: CommandPath, what: string, text: string) =>
@@ -48,7 +49,8 @@ const host = Options.text("host").pipe(Options.withFallbackConfig(Host))
 const port = Options.text("port").pipe(
   Options.mapEffect((text) =>
     Either.match(parsePort(text), {
-      onLeft: (must) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--port ${must} (got ${JSON.stringify(text)}).`))),
+      onLeft: (must) =>
+        Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--port ${must} (got ${JSON.stringify(text)}).`))),
       onRight: Effect.succeed
     })
   ),
@@ -66,13 +68,17 @@ const withKeys = (databaseUrl: Redacted.Redacted<string>) => <A, E>(effect: Effe
     Effect.provide(LoggingLive("stderr"))
   )
 
-const keysCreate = Command.make("create", { name: Options.text("name"), database }, ({ database, name }) =>
-  Effect.gen(function*() {
-    const keyName = yield* decodeArgument(KeyName, "keys create", "--name", name)
-    const created = yield* (yield* ApiKeys).create(keyName)
-    yield* note(`Created API key ${created.id} (${created.name}). It is shown once; store it now:`)
-    yield* Console.log(Redacted.value(created.key))
-  }).pipe(withKeys(database)))
+const keysCreate = Command.make(
+  "create",
+  { name: Options.text("name"), database },
+  ({ database, name }) =>
+    Effect.gen(function*() {
+      const keyName = yield* decodeArgument(KeyName, "keys create", "--name", name)
+      const created = yield* (yield* ApiKeys).create(keyName)
+      yield* note(`Created API key ${created.id} (${created.name}). It is shown once; store it now:`)
+      yield* Console.log(Redacted.value(created.key))
+    }).pipe(withKeys(database))
+)
 
 const keysList = Command.make("list", { database }, ({ database }) =>
   Effect.gen(function*() {
@@ -85,23 +91,34 @@ const keysList = Command.make("list", { database }, ({ database }) =>
     for (const row of rows) yield* Console.log(row.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd())
   }).pipe(withKeys(database)))
 
-const keysRevoke = Command.make("revoke", { id: Args.text({ name: "ID" }), database }, ({ database, id }) =>
-  Effect.gen(function*() {
-    const keyId = yield* decodeArgument(ApiKeyId, "keys revoke", "ID", id)
-    const keys = yield* ApiKeys
-    const existing = (yield* keys.list).find((key) => key.id === keyId)
-    if (existing === undefined) {
-      return yield* new CommandFailed({ message: `No API key has the id ${keyId}; 'petstore keys list' shows the ids.` })
-    }
-    if (existing.revokedAt !== null) return yield* Console.log(`API key ${keyId} was already revoked at ${existing.revokedAt}.`)
-    yield* keys.revoke(keyId)
-    yield* Console.log(`Revoked API key ${keyId} (${existing.name}).`)
-  }).pipe(withKeys(database)))
+const keysRevoke = Command.make(
+  "revoke",
+  { id: Args.text({ name: "ID" }), database },
+  ({ database, id }) =>
+    Effect.gen(function*() {
+      const keyId = yield* decodeArgument(ApiKeyId, "keys revoke", "ID", id)
+      const keys = yield* ApiKeys
+      const existing = (yield* keys.list).find((key) => key.id === keyId)
+      if (existing === undefined) {
+        return yield* new CommandFailed({
+          message: `No API key has the id ${keyId}; 'petstore keys list' shows the ids.`
+        })
+      }
+      if (existing.revokedAt !== null) {
+        return yield* Console.log(`API key ${keyId} was already revoked at ${existing.revokedAt}.`)
+      }
+      yield* keys.revoke(keyId)
+      yield* Console.log(`Revoked API key ${keyId} (${existing.name}).`)
+    }).pipe(withKeys(database))
+)
 
 const keys = Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke]))
 
-const openapi = Command.make("openapi", {}, () =>
-  Effect.flatMap(ServersConfig, (servers) => Console.log(JSON.stringify(openApiDocument(servers), null, 2))))
+const openapi = Command.make(
+  "openapi",
+  {},
+  () => Effect.flatMap(ServersConfig, (servers) => Console.log(JSON.stringify(openApiDocument(servers), null, 2)))
+)
 
 /** Where a server listening on `host` is reached from this machine: a wildcard address is asked on loopback. */
 export const healthcheckUrl = (host: string, port: number): string => {
@@ -148,6 +165,7 @@ const HELP_FLAGS = ["-h", "--help"]
 const parserConfig = CliConfig.make({ showBuiltIns: false })
 
 /** The text of a parser's complaint, without the colour codes it is rendered with. */
+// eslint-disable-next-line no-control-regex -- the escape sequences are exactly what is removed
 const plain = (doc: HelpDoc.HelpDoc) => HelpDoc.toAnsiText(doc).replace(/\x1b\[[0-9;]*m/g, "").trim()
 
 /**
@@ -157,7 +175,9 @@ const plain = (doc: HelpDoc.HelpDoc) => HelpDoc.toAnsiText(doc).replace(/\x1b\[[
 const runArgs = (args: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const command = commandPathOf(args[0] === "help" ? args.slice(1) : args)
-    if (args[0] === "help" || args.some((arg) => HELP_FLAGS.includes(arg))) return yield* Console.log(helpText(command, VERSION))
+    if (args[0] === "help" || args.some((arg) => HELP_FLAGS.includes(arg))) {
+      return yield* Console.log(helpText(command, VERSION))
+    }
     if (args.length === 1 && args[0] === "--version") return yield* Console.log(VERSION)
     const directive = yield* CommandDescriptor.parse(cli.descriptor, ["petstore", ...args], parserConfig).pipe(
       Effect.mapError((error) => new UsageError({ command, problem: plain(error.error) }))

@@ -87,7 +87,9 @@ const decodeQuery = Schema.decodeUnknown(Schema.typeSchema(ListPetsQuery))
 const decodeWireQuery = Schema.decodeUnknown(ListPetsQuery)
 
 /** The query of the page a `Link` header's `rel="next"` points to, if there is one. */
-export const nextQuery = (link: string | undefined): Effect.Effect<Option.Option<ListQuery>, ParseResult.ParseError> => {
+export const nextQuery = (
+  link: string | undefined
+): Effect.Effect<Option.Option<ListQuery>, ParseResult.ParseError> => {
   const target = /<([^>]*)>\s*;\s*rel="?next"?/.exec(link ?? "")?.[1]
   if (target === undefined) return Effect.succeedNone
   // `forEach`, not iteration: the DOM library without DOM.Iterable knows no iterator of URLSearchParams.
@@ -123,7 +125,10 @@ export const makeClient = (options: ClientOptions): Effect.Effect<PetstoreClient
       Effect.flatMap(Schema.decodeUnknown(PetId)(petId), (petId) => client.getPet({ path: { petId } }))
 
     const allPets = (query: Omit<ListQuery, "after"> = {}) =>
-      Stream.paginateEffect(query as ListQuery, (query) => Effect.map(listPets(query), (page) => [page.pets, page.next] as const))
+      Stream.paginateEffect(
+        query as ListQuery,
+        (query) => Effect.map(listPets(query), (page) => [page.pets, page.next] as const)
+      )
         .pipe(Stream.flattenIterables)
 
     return { listPets, createPet, getPet, allPets } satisfies PetstoreClient

@@ -9,9 +9,14 @@ import type { Servers } from "./Api.js"
 /** A variable read by `parse`, which answers the value or what the value must be ("must be …"). */
 export const variable = <A>(name: string, parse: (text: string) => Either.Either<A, string>): Config.Config<A> =>
   Config.nested(
-    Config.string().pipe(Config.mapOrFail((text) =>
-      Either.mapLeft(parse(text.trim()), (must) => ConfigError.InvalidData([], `${name} ${must} (got ${JSON.stringify(text)})`))
-    )),
+    Config.string().pipe(
+      Config.mapOrFail((text) =>
+        Either.mapLeft(
+          parse(text.trim()),
+          (must) => ConfigError.InvalidData([], `${name} ${must} (got ${JSON.stringify(text)})`)
+        )
+      )
+    ),
     name
   )
 
@@ -19,24 +24,42 @@ export const PORT_RULE = "must be an integer from 1 to 65535"
 
 /** A TCP port: a decimal integer from 1 to 65535. */
 export const parsePort = (text: string): Either.Either<number, string> =>
-  /^[0-9]{1,5}$/.test(text) && Number(text) >= 1 && Number(text) <= 65535 ? Either.right(Number(text)) : Either.left(PORT_RULE)
+  /^[0-9]{1,5}$/.test(text) && Number(text) >= 1 && Number(text) <= 65535
+    ? Either.right(Number(text))
+    : Either.left(PORT_RULE)
 
 /** `name`: a TCP port (`PORT must be an integer from 1 to 65535 (got "99999")`). */
 export const port = (name: string): Config.Config<number> => variable(name, parsePort)
 
 const UNITS: Record<string, Duration.DurationInput> = {
-  ms: "1 millis", milli: "1 millis", millis: "1 millis", millisecond: "1 millis", milliseconds: "1 millis",
-  s: "1 second", sec: "1 second", secs: "1 second", second: "1 second", seconds: "1 second",
-  m: "1 minute", min: "1 minute", mins: "1 minute", minute: "1 minute", minutes: "1 minute",
-  h: "1 hour", hour: "1 hour", hours: "1 hour"
+  ms: "1 millis",
+  milli: "1 millis",
+  millis: "1 millis",
+  millisecond: "1 millis",
+  milliseconds: "1 millis",
+  s: "1 second",
+  sec: "1 second",
+  secs: "1 second",
+  second: "1 second",
+  seconds: "1 second",
+  m: "1 minute",
+  min: "1 minute",
+  mins: "1 minute",
+  minute: "1 minute",
+  minutes: "1 minute",
+  h: "1 hour",
+  hour: "1 hour",
+  hours: "1 hour"
 }
 
 export const DURATION_RULE = "must be a duration such as 2s, 500ms, 2 seconds or 1 minute"
 
 /** `name`: one of the given words (`LOG_LEVEL must be one of debug, info, warning, error (got "loud")`). */
 export const oneOf = <const A extends string>(name: string, values: ReadonlyArray<A>): Config.Config<A> =>
-  variable(name, (text) =>
-    values.includes(text as A) ? Either.right(text as A) : Either.left(`must be one of ${values.join(", ")}`))
+  variable(
+    name,
+    (text) => values.includes(text as A) ? Either.right(text as A) : Either.left(`must be one of ${values.join(", ")}`)
+  )
 
 /** A duration: a number and a unit (ms, s, m, h, or their names: `500ms`, `2s`, `2 seconds`, `1.5 minutes`). */
 export const parseDuration = (text: string): Either.Either<Duration.Duration, string> => {
@@ -75,7 +98,9 @@ const httpUrl = (name: string, fallback: string) =>
   variable(name, (value) =>
     URL.canParse(value) && /^https?:$/.test(new URL(value).protocol)
       ? Either.right(value)
-      : Either.left("must be an absolute http(s) URL such as https://api.example.com/v1")).pipe(Config.withDefault(fallback))
+      : Either.left("must be an absolute http(s) URL such as https://api.example.com/v1")).pipe(
+      Config.withDefault(fallback)
+    )
 
 export const ServersConfig: Config.Config<Servers> = Config.all({
   production: httpUrl("PUBLIC_URL", "https://api.petstore.example/v1"),
@@ -97,7 +122,9 @@ export const LogLevelConfig = oneOf("LOG_LEVEL", ["debug", "info", "warning", "e
 /** `LOG_FORMAT`; by default pretty when the logs go to a terminal, JSON lines otherwise. */
 export const logFormat = (target: "stdout" | "stderr") =>
   oneOf("LOG_FORMAT", ["json", "pretty"]).pipe(
-    Config.withDefault((target === "stderr" ? process.stderr : process.stdout).isTTY ? "pretty" as const : "json" as const)
+    Config.withDefault(
+      (target === "stderr" ? process.stderr : process.stdout).isTTY ? "pretty" as const : "json" as const
+    )
   )
 
 export const LogFormatConfig = logFormat("stdout")

@@ -4,7 +4,7 @@
  * variable, the path, the reason and what to do (the directory is missing; the process's user cannot write it).
  */
 import { Cause, Either, Layer, Schema } from "effect"
-import { accessSync, constants, readFileSync, statSync, type Stats } from "node:fs"
+import { accessSync, constants, readFileSync, type Stats, statSync } from "node:fs"
 import { userInfo } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
@@ -24,7 +24,9 @@ const MODES = ["rwc", "memory"]
 export const sqliteFile = (url: string): Either.Either<string, DatabaseFileError> => {
   if (!/^file:/i.test(url)) return Either.right(url)
   const refuse = (why: string) =>
-    Either.left(new DatabaseFileError({ message: `DATABASE_URL=${url} is not a SQLite file URI petstore can open: ${why}.` }))
+    Either.left(
+      new DatabaseFileError({ message: `DATABASE_URL=${url} is not a SQLite file URI petstore can open: ${why}.` })
+    )
   const [beforeQuery, query = ""] = url.slice("file:".length).split("#")[0].split("?", 2)
   let path = beforeQuery
   if (path.startsWith("//")) {
@@ -103,7 +105,9 @@ export const diagnose = (path: string, reason: string): string => {
     return `the user ${user} cannot reach the directory ${directory} (${directoryStats}): a directory on the way does not ` +
       `let it through. Give ${user} access to the path (chmod o+x on each directory), or run petstore as their owner.`
   }
-  if (!directoryStats.isDirectory()) return `${directory} is not a directory. Set DATABASE_URL to a file in a directory.`
+  if (!directoryStats.isDirectory()) {
+    return `${directory} is not a directory. Set DATABASE_URL to a file in a directory.`
+  }
   if (typeof fileStats !== "string" && fileStats.isDirectory()) {
     return `it is a directory. Set DATABASE_URL to a file, for example ${join(file, "petstore.db")}.`
   }
@@ -112,7 +116,9 @@ export const diagnose = (path: string, reason: string): string => {
       `Run petstore as its owner, or give ${user} write access to it (chown or chmod).`
   }
   if (!can(directory, constants.W_OK | constants.X_OK)) {
-    return `the user ${user} cannot write the directory ${directory} (it belongs to ${accountOf(directoryStats.uid)}, ` +
+    return `the user ${user} cannot write the directory ${directory} (it belongs to ${
+      accountOf(directoryStats.uid)
+    }, ` +
       `mode ${mode(directoryStats)}), where SQLite keeps the database and its -wal and -shm files. ` +
       `Run petstore as its owner, or give ${user} write access to it (chown or chmod).`
   }
@@ -141,7 +147,9 @@ export const explainingOpenFailures = (file: string) => <A, E, R>(layer: Layer.L
       ? Layer.failCause(cause)
       : Layer.fail(
         new DatabaseFileError({
-          message: `DATABASE_URL names the SQLite database ${resolve(file)}, which cannot be opened: ${diagnose(file, reason)}`
+          message: `DATABASE_URL names the SQLite database ${resolve(file)}, which cannot be opened: ${
+            diagnose(file, reason)
+          }`
         })
       )
   })

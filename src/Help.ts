@@ -5,9 +5,18 @@
  */
 
 /** The commands, as the help and the usage errors name them (`petstore keys create`). */
-export type CommandPath = "" | "serve" | "keys" | "keys create" | "keys list" | "keys revoke" | "openapi" | "healthcheck"
+export type CommandPath =
+  | ""
+  | "serve"
+  | "keys"
+  | "keys create"
+  | "keys list"
+  | "keys revoke"
+  | "openapi"
+  | "healthcheck"
 
-const DATABASE = "  --database URL   a SQLite file path, :memory:, or a postgres:// URL (default: $DATABASE_URL, else petstore.db)"
+const DATABASE =
+  "  --database URL   a SQLite file path, :memory:, or a postgres:// URL (default: $DATABASE_URL, else petstore.db)"
 
 const HELP: Record<CommandPath, string> = {
   "": `petstore VERSION: the pet store catalogue service (HTTP and JSON, SQLite or PostgreSQL).

@@ -5,10 +5,10 @@
  */
 import { HttpApi, HttpApiBuilder, type HttpRouter, HttpServer } from "@effect/platform"
 import { Context, type Duration, Effect, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
-import { type Servers, ServedApi } from "./Api.js"
+import { ServedApi, type Servers } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
-import { DEFAULT_REQUEST_TIMEOUT } from "./Deadlines.js"
 import { AuthorizationLive, BearerCheck } from "./Auth/Http.js"
+import { DEFAULT_REQUEST_TIMEOUT } from "./Deadlines.js"
 import { RequestLog } from "./Logging.js"
 import { Observability } from "./Observability/Hooks.js"
 import { DeprecationLive, PetsHandlers, PetsHttpLive } from "./Pets/Http.js"
@@ -30,7 +30,10 @@ export const ApiLive = HttpApiBuilder.api(ServedApi).pipe(
 )
 
 /** The same handlers, by group, for the pipeline. */
-export const ApiHandlersLive = Layer.effect(ApiHandlers, Effect.map(PetsHandlers, (pets) => apiHandlers(ServedApi, { pets })))
+export const ApiHandlersLive = Layer.effect(
+  ApiHandlers,
+  Effect.map(PetsHandlers, (pets) => apiHandlers(ServedApi, { pets }))
+)
 
 /** Everything that answers requests, given the repositories, the lifecycle and a SQL client. */
 export const RoutesLive = (servers: Servers) =>
@@ -76,10 +79,20 @@ export const webHandlerFrom = <E, R>(
 
       // The declared endpoints first; the app's router adds the server's own routes (and what the pipeline could not derive).
       const table = makeRouteTable<Target>([
-        ...derived.routes.map((route) => ({ method: route.method, path: route.path, target: { _tag: "Endpoint", route } as const })),
-        ...[...router.routes].map((route) => ({ method: route.method, path: route.path, target: { _tag: "App" } as Target }))
+        ...derived.routes.map((route) => ({
+          method: route.method,
+          path: route.path,
+          target: { _tag: "Endpoint", route } as const
+        })),
+        ...[...router.routes].map((route) => ({
+          method: route.method,
+          path: route.path,
+          target: { _tag: "App" } as Target
+        }))
       ])
-      const declaredErrors = Schema.is(Schema.Union(...derived.routes.flatMap((route) => route.failures.map((f) => f.schema))))
+      const declaredErrors = Schema.is(
+        Schema.Union(...derived.routes.flatMap((route) => route.failures.map((f) => f.schema)))
+      )
       // The app's own failures answered the pipeline's way, inside the app (before its encoder of declared errors).
       const middleware = yield* HttpApiBuilder.Middleware
       yield* middleware.add(appErrors({
@@ -93,13 +106,16 @@ export const webHandlerFrom = <E, R>(
       return makeServer({
         table,
         serveEndpoint: options.pipeline === false ? handToApp(app) : makePipeline(
-            runtime as Runtime.Runtime<never>,
-            derived.routes,
-            options.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT
-          ),
+          runtime as Runtime.Runtime<never>,
+          derived.routes,
+          options.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT
+        ),
         app,
         cors: Option.getOrUndefined(Option.map(options.corsOrigins, makeCors)),
-        log: makeRequestLogger(runtime as Runtime.Runtime<never>, Option.getOrUndefined(yield* Effect.serviceOption(RequestLog))),
+        log: makeRequestLogger(
+          runtime as Runtime.Runtime<never>,
+          Option.getOrUndefined(yield* Effect.serviceOption(RequestLog))
+        ),
         observe: Option.getOrUndefined(yield* Effect.serviceOption(Observability))?.observeRequest
       })
     })

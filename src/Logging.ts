@@ -42,9 +42,11 @@ const writeRequestLine: RequestLogWriter = (fields, annotations) => {
   let annotated = ""
   for (const name in annotations) annotated += `${JSON.stringify(name)}:${JSON.stringify(annotations[name])},`
   stdoutLines(
-    `{"message":"request","logLevel":"INFO","timestamp":"${new Date().toISOString()}","annotations":{${annotated}"method":${
-      JSON.stringify(fields.method)
-    },"path":${JSON.stringify(fields.path)},"status":${fields.status},"durationMs":${fields.durationMs}},"spans":{}}`
+    `{"message":"request","logLevel":"INFO","timestamp":"${
+      new Date().toISOString()
+    }","annotations":{${annotated}"method":${JSON.stringify(fields.method)},"path":${
+      JSON.stringify(fields.path)
+    },"status":${fields.status},"durationMs":${fields.durationMs}},"spans":{}}`
   )
 }
 
@@ -73,10 +75,15 @@ export const annotateRequest = (name: string, value: unknown): Effect.Effect<voi
 /** The logger, adding to each line the request it is logged for (found in the logging fiber's context). */
 export const withRequestAnnotations = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> =>
   Logger.mapInputOptions(logger, (options) => {
-    const request = Context.getOption(FiberRefs.getOrDefault(options.context, FiberRef.currentContext), RequestLogContext)
+    const request = Context.getOption(
+      FiberRefs.getOrDefault(options.context, FiberRef.currentContext),
+      RequestLogContext
+    )
     if (Option.isNone(request)) return options
     let annotations = HashMap.set(options.annotations, "requestId", request.value.requestId as unknown)
-    for (const name in request.value.annotations) annotations = HashMap.set(annotations, name, request.value.annotations[name])
+    for (const name in request.value.annotations) {
+      annotations = HashMap.set(annotations, name, request.value.annotations[name])
+    }
     return { ...options, annotations }
   })
 

@@ -10,11 +10,15 @@ import { HttpApp, HttpServerResponse } from "@effect/platform"
 import { Context, Effect, Option } from "effect"
 
 /** The headers of the answer being made for the current request, as the pipeline collects them. */
-export class AnswerHeaders extends Context.Tag("ResponseHeaders/AnswerHeaders")<AnswerHeaders, Record<string, string>>() {}
+export class AnswerHeaders
+  extends Context.Tag("ResponseHeaders/AnswerHeaders")<AnswerHeaders, Record<string, string>>()
+{}
 
 /** Adds these headers to the answer of the current request. */
 export const addResponseHeaders = (headers: Readonly<Record<string, string>>): Effect.Effect<void> =>
   Effect.flatMap(Effect.serviceOption(AnswerHeaders), (collected) =>
     Option.isSome(collected)
       ? Effect.sync(() => void Object.assign(collected.value, headers))
-      : HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers))))
+      : HttpApp.appendPreResponseHandler((_request, response) =>
+        Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+      ))

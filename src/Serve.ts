@@ -20,7 +20,11 @@ export interface ServeOptions {
 }
 
 /** Where to listen and which database to use, from the environment alone (what the command-line flags override). */
-export const ServeOptionsConfig: Config.Config<ServeOptions> = Config.all({ host: Host, port: Port, database: Sql.DatabaseUrl })
+export const ServeOptionsConfig: Config.Config<ServeOptions> = Config.all({
+  host: Host,
+  port: Port,
+  database: Sql.DatabaseUrl
+})
 
 /**
  * Serves until interrupted (SIGTERM/SIGINT), then drains and closes. Effect's tracer is off (its spans cost more than

@@ -245,7 +245,12 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
 
 // ------------------------------------------------------------------------------------------------------------- choice
 
-export type DatabaseError = DatabaseUnavailable | DatabaseFileError | Migrator.MigrationError | SqlError.SqlError | ConfigError.ConfigError
+export type DatabaseError =
+  | DatabaseUnavailable
+  | DatabaseFileError
+  | Migrator.MigrationError
+  | SqlError.SqlError
+  | ConfigError.ConfigError
 
 /**
  * The migrated SQL client for a database URL. The timeouts are the given ones, else those of the environment

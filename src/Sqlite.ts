@@ -34,7 +34,9 @@ export const isInMemory = (filename: string): boolean => filename === ":memory:"
 
 /** The library's client on the file, with the pragmas on its connection. */
 export const client = (filename: string): Layer.Layer<SqlClient.SqlClient, SqlError.SqlError> =>
-  Layer.effectDiscard(Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.forEach(PRAGMAS, (pragma) => sql.unsafe(pragma))))
+  Layer.effectDiscard(
+    Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.forEach(PRAGMAS, (pragma) => sql.unsafe(pragma)))
+  )
     .pipe(Layer.provideMerge(SqliteClient.layer({ filename }).pipe(Layer.orDie)))
 
 /** The repositories' own reading connection to the file. */

@@ -2,14 +2,14 @@
  * The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page.
  */
 import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
 import { SqlClient } from "@effect/sql"
 import { Chunk, Context, Effect, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
 import { brotliCompressSync, constants as zlib, gzipSync } from "node:zlib"
 import { documentedApi, openApiDocument, type Servers } from "./Api.js"
-import { Lifecycle } from "./Lifecycle.js"
 import { errorBody } from "./Domain/Errors.js"
-import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
+import { Lifecycle } from "./Lifecycle.js"
 import { UNAVAILABLE_HEADERS } from "./Unavailable.js"
 
 const unavailable = (message: string) =>

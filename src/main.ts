@@ -19,7 +19,9 @@ const describe = (error: unknown): string => {
   if (isUsageError(error)) return error.message
   const text = ConfigError.isConfigError(error)
     ? describeConfigError(error)
-    : error instanceof Error && error.message !== "" ? error.message : String(error)
+    : error instanceof Error && error.message !== ""
+    ? error.message
+    : String(error)
   return text.split("\n").map((line) => `petstore: ${line}`).join("\n")
 }
 
@@ -36,7 +38,10 @@ const report = (cause: Cause.Cause<unknown>) =>
 /** 2 for a command line that cannot be run as given, 1 for any other failure, 0 otherwise. */
 const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
-  return Option.match(Cause.failureOption(exit.cause), { onNone: () => 1, onSome: (error) => isUsageError(error) ? 2 : 1 })
+  return Option.match(Cause.failureOption(exit.cause), {
+    onNone: () => 1,
+    onSome: (error) => isUsageError(error) ? 2 : 1
+  })
 }
 
 const program: Effect.Effect<unknown, unknown> = servesFromEnvironment

@@ -5,7 +5,15 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Redacted, TestClock } from "effect"
-import { ApiKeys, generateKey, hashKey, keyIdOf, LAST_USED_WRITE_INTERVAL, matchesHash, RECHECK_AFTER } from "../src/Auth/ApiKeys.js"
+import {
+  ApiKeys,
+  generateKey,
+  hashKey,
+  keyIdOf,
+  LAST_USED_WRITE_INTERVAL,
+  matchesHash,
+  RECHECK_AFTER
+} from "../src/Auth/ApiKeys.js"
 import * as Sql from "../src/Sql.js"
 import { describeBackends } from "./support/backends.js"
 import { API_KEY_FORMAT } from "./support/keys.js"
@@ -224,8 +232,10 @@ describe("ApiKeys", () => {
 describeBackends((backend) => {
   /** A process of its own on the database: its own connections, its own key service. */
   const processOn = (url: Redacted.Redacted<string>) =>
-    Effect.flatMap(Layer.build(ApiKeys.Default.pipe(Layer.provide(Sql.layer(url)))), (context) =>
-      Effect.provide(ApiKeys, context))
+    Effect.flatMap(
+      Layer.build(ApiKeys.Default.pipe(Layer.provide(Sql.layer(url)))),
+      (context) => Effect.provide(ApiKeys, context)
+    )
 
   it.scoped("a key issued by one process is accepted by another; a revocation by one is refused by the other within RECHECK_AFTER", () =>
     Effect.gen(function*() {

@@ -28,7 +28,9 @@ const importGraph = (entry: string) => {
     const source = readFileSync(file, "utf8")
     for (const [, specifier] of source.matchAll(/(?:^|\n)\s*(?:import|export)\b[^"'`;]*?from\s+["']([^"']+)["']/g)) {
       if (specifier.startsWith(".")) visit(resolve(dirname(file), specifier.replace(/\.js$/, ".ts")))
-      else packages.add(specifier.startsWith("@") ? specifier.split("/").slice(0, 2).join("/") : specifier.split("/")[0])
+      else {packages.add(
+          specifier.startsWith("@") ? specifier.split("/").slice(0, 2).join("/") : specifier.split("/")[0]
+        )}
     }
   }
   visit(entry)
@@ -105,8 +107,11 @@ describe("the client against the service", () => {
     const clientWith = (apiKey: string) =>
       makeClient({ baseUrl: `${ORIGIN}/v1`, apiKey }).pipe(
         Effect.provide(FetchHttpClient.layer),
-        Effect.provideService(FetchHttpClient.Fetch, ((input: string | URL | Request, init?: RequestInit) =>
-          server.fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch)
+        Effect.provideService(
+          FetchHttpClient.Fetch,
+          ((input: string | URL | Request, init?: RequestInit) =>
+            server.fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch
+        )
       )
     return { server, client: yield* clientWith(server.key), clientWith }
   })
@@ -124,7 +129,9 @@ describe("the client against the service", () => {
     Effect.gen(function*() {
       const { client } = yield* setUp
       const created = []
-      for (let i = 1; i <= 5; i++) created.push(yield* client.createPet({ name: `Pet ${i}`, categoryId: 1, status: i % 2 ? "sold" : "pending" }))
+      for (let i = 1; i <= 5; i++) {
+        created.push(yield* client.createPet({ name: `Pet ${i}`, categoryId: 1, status: i % 2 ? "sold" : "pending" }))
+      }
       const first = yield* client.listPets({ limit: 2 })
       expect(first.pets).toEqual(created.slice(0, 2))
       expect(first.next).toEqual(Option.some({ limit: 2, after: created[1].id }))

@@ -63,7 +63,11 @@ describe("the OpenAPI document as the docs page uses it", () => {
       const server = yield* makeServer
       const document = yield* documentOf(server)
       const request = exampleOf(document, "/pets", "post", "request")
-      const response = yield* call(server, "/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify(request) }))
+      const response = yield* call(
+        server,
+        "/v1/pets",
+        authorized(server.key, { method: "POST", body: JSON.stringify(request) })
+      )
       expect(response.status).toBe(201)
       const created = yield* json(response)
       expect({ ...created, id: 1 }).toEqual(exampleOf(document, "/pets", "post", "201"))

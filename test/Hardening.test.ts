@@ -10,7 +10,11 @@ import { makeTestServer, testServerOn } from "./support/http.js"
 const APP = "https://app.example.test"
 const preflight: RequestInit = {
   method: "OPTIONS",
-  headers: { origin: APP, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" }
+  headers: {
+    origin: APP,
+    "access-control-request-method": "POST",
+    "access-control-request-headers": "authorization, content-type"
+  }
 }
 
 describe("CORS", () => {
@@ -20,7 +24,9 @@ describe("CORS", () => {
       const response = yield* Effect.promise(() => server.fetch("/v1/pets", preflight))
       expect(response.status).toBe(405)
       expect(response.headers.get("access-control-allow-origin")).toBeNull()
-      const get = yield* Effect.promise(() => server.fetch("/v1/pets", { headers: { origin: APP, authorization: `Bearer ${server.key}` } }))
+      const get = yield* Effect.promise(() =>
+        server.fetch("/v1/pets", { headers: { origin: APP, authorization: `Bearer ${server.key}` } })
+      )
       expect(get.headers.get("access-control-allow-origin")).toBeNull()
     }))
 
@@ -33,7 +39,9 @@ describe("CORS", () => {
       expect(response.headers.get("access-control-allow-methods")).toContain("POST")
       expect(response.headers.get("access-control-allow-headers")).toContain("authorization")
 
-      const get = yield* Effect.promise(() => server.fetch("/v1/pets", { headers: { origin: APP, authorization: `Bearer ${server.key}` } }))
+      const get = yield* Effect.promise(() =>
+        server.fetch("/v1/pets", { headers: { origin: APP, authorization: `Bearer ${server.key}` } })
+      )
       expect(get.status).toBe(200)
       expect(get.headers.get("access-control-allow-origin")).toBe(APP)
       expect(get.headers.get("access-control-expose-headers")).toContain("link")
@@ -42,7 +50,9 @@ describe("CORS", () => {
       expect(refused.status).toBe(401)
       expect(refused.headers.get("access-control-allow-origin")).toBe(APP)
       // Another origin is not allowed.
-      const stranger = yield* Effect.promise(() => server.fetch("/v1/pets", { headers: { origin: "https://evil.example.test" } }))
+      const stranger = yield* Effect.promise(() =>
+        server.fetch("/v1/pets", { headers: { origin: "https://evil.example.test" } })
+      )
       expect(stranger.headers.get("access-control-allow-origin")).toBeNull()
     }))
 

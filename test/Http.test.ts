@@ -33,7 +33,11 @@ const expectError = (response: Response, status: number, code?: string) =>
 
 const create = (server: Server, body: unknown) =>
   Effect.gen(function*() {
-    const response = yield* call(server, "/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify(body) }))
+    const response = yield* call(
+      server,
+      "/v1/pets",
+      authorized(server.key, { method: "POST", body: JSON.stringify(body) })
+    )
     expect(response.status).toBe(201)
     return (yield* json(response)) as Pet
   })
@@ -114,7 +118,10 @@ describeBackends((backend) => {
         const response = yield* call(
           server,
           "/v1/pets",
-          authorized(server.key, { method: "POST", body: JSON.stringify({ name: "Alpha", categoryId: 3, status: "pending" }) })
+          authorized(server.key, {
+            method: "POST",
+            body: JSON.stringify({ name: "Alpha", categoryId: 3, status: "pending" })
+          })
         )
         expect(response.status).toBe(201)
         const pet = yield* json(response)
@@ -171,7 +178,11 @@ describeBackends((backend) => {
       it.scoped(`${what} is 400 invalid_body naming '${field}'`, () =>
         Effect.gen(function*() {
           const server = yield* makeTestServer
-          const response = yield* call(server, "/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify(body) }))
+          const response = yield* call(
+            server,
+            "/v1/pets",
+            authorized(server.key, { method: "POST", body: JSON.stringify(body) })
+          )
           const error = yield* expectError(response, 400, "invalid_body")
           expect(error.message).toContain(`'${field}'`)
         }))
@@ -217,7 +228,11 @@ describeBackends((backend) => {
         const small = yield* call(server, "/v1/pets", streamed(JSON.stringify({ name: "Streamed", categoryId: 1 })))
         expect(small.status).toBe(201)
         expect((yield* json(small)).name).toBe("Streamed")
-        const large = yield* call(server, "/v1/pets", streamed(JSON.stringify({ name: "x".repeat(200_000), categoryId: 1 })))
+        const large = yield* call(
+          server,
+          "/v1/pets",
+          streamed(JSON.stringify({ name: "x".repeat(200_000), categoryId: 1 }))
+        )
         yield* expectError(large, 413, "payload_too_large")
       }))
 
@@ -227,7 +242,11 @@ describeBackends((backend) => {
         const response = yield* call(
           server,
           "/v1/pets",
-          authorized(server.key, { method: "POST", body: "name=x", headers: { "content-type": "application/x-www-form-urlencoded" } })
+          authorized(server.key, {
+            method: "POST",
+            body: "name=x",
+            headers: { "content-type": "application/x-www-form-urlencoded" }
+          })
         )
         yield* expectError(response, 415, "unsupported_media_type")
       }))
@@ -266,13 +285,23 @@ describeBackends((backend) => {
       Effect.gen(function*() {
         const server = yield* makeTestServer
         for (const bad of ["abc", "1.5", "-1", "0", "99999999999999999999999", "%20", "1e3", "0x10", "01"]) {
-          const error = yield* expectError(yield* call(server, `/v1/pets/${bad}`, authorized(server.key)), 400, "invalid_path")
+          const error = yield* expectError(
+            yield* call(server, `/v1/pets/${bad}`, authorized(server.key)),
+            400,
+            "invalid_path"
+          )
           expect(error.message).toContain("petId")
         }
         // Past 2^53 - 1 (where a JSON number stops being exact) the message gives the bound.
         for (const big of ["9007199254740992", "9999999999999999"]) {
-          const error = yield* expectError(yield* call(server, `/v1/pets/${big}`, authorized(server.key)), 400, "invalid_path")
-          expect(error.message).toBe("Invalid path parameter 'petId': must be a positive integer no larger than 9007199254740991")
+          const error = yield* expectError(
+            yield* call(server, `/v1/pets/${big}`, authorized(server.key)),
+            400,
+            "invalid_path"
+          )
+          expect(error.message).toBe(
+            "Invalid path parameter 'petId': must be a positive integer no larger than 9007199254740991"
+          )
         }
         expect((yield* call(server, "/v1/pets/9007199254740991", authorized(server.key))).status).toBe(404)
       }))
@@ -355,7 +384,9 @@ describeBackends((backend) => {
         const last = yield* call(server, "/v1/pets?limit=23", authorized(server.key))
         expect(last.headers.get("link")).toBeNull()
         const first = yield* call(server, "/v1/pets?status=sold&limit=4", authorized(server.key))
-        expect(first.headers.get("link")).toBe(`</v1/pets?limit=4&status=sold&after=${pets.filter((p) => p.status === "sold")[3].id}>; rel="next"`)
+        expect(first.headers.get("link")).toBe(
+          `</v1/pets?limit=4&status=sold&after=${pets.filter((p) => p.status === "sold")[3].id}>; rel="next"`
+        )
       }))
 
     it.scoped("pages stay consistent while pets are added (keyset on id)", () =>
@@ -364,7 +395,9 @@ describeBackends((backend) => {
         const pets = yield* seed(server, 6)
         const first = yield* json(yield* call(server, "/v1/pets?limit=3", authorized(server.key)))
         const added = yield* create(server, { name: "Late", categoryId: 1 })
-        const second = yield* json(yield* call(server, `/v1/pets?limit=10&after=${first[2].id}`, authorized(server.key)))
+        const second = yield* json(
+          yield* call(server, `/v1/pets?limit=10&after=${first[2].id}`, authorized(server.key))
+        )
         expect([...first, ...second]).toEqual([...pets, added])
       }))
   })
@@ -471,11 +504,15 @@ describeBackends((backend) => {
           Layer.mergeAll(
             webHandlerFrom(RoutesLive(servers).pipe(Layer.provide(failingRepo)), { corsOrigins: Option.none() }),
             ApiKeys.Default
-          ).pipe(Layer.provide([ApiKeys.Default, Lifecycle.Default]), Layer.provide(Sql.layer(yield* backend.freshDatabase)))
+          ).pipe(
+            Layer.provide([ApiKeys.Default, Lifecycle.Default]),
+            Layer.provide(Sql.layer(yield* backend.freshDatabase))
+          )
         )
         const { key } = yield* Context.get(context, ApiKeys).create("failing")
         const handler = Context.get(context, WebHandler)
-        return (path: string) => Effect.promise(async () => handler(new Request(`${ORIGIN}${path}`, authorized(Redacted.value(key)))))
+        return (path: string) =>
+          Effect.promise(async () => handler(new Request(`${ORIGIN}${path}`, authorized(Redacted.value(key)))))
       })
 
     it.scoped("an unexpected failure is a generic 500 that leaks nothing", () =>

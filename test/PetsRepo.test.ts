@@ -47,7 +47,12 @@ const databases = [
   ["on a file", Layer.unwrapScoped(Effect.map(tempDatabaseFile, (file) => Sql.layer(Redacted.make(file))))],
   ...(TEST_DATABASE_URL === undefined
     ? []
-    : [["on PostgreSQL", Layer.unwrapScoped(Effect.map(postgres(TEST_DATABASE_URL).freshDatabase, (url) => Sql.layer(url)))] as const])
+    : [
+      [
+        "on PostgreSQL",
+        Layer.unwrapScoped(Effect.map(postgres(TEST_DATABASE_URL).freshDatabase, (url) => Sql.layer(url)))
+      ] as const
+    ])
 ] as const
 
 for (const [where, database] of databases) {
@@ -161,16 +166,19 @@ for (const [where, database] of databases) {
         expect(next.id).toBeGreaterThan(newest.id)
       }).pipe(withRepo))
 
-    it.effect.skipIf(where === "on PostgreSQL")("the migrations index pets on (status, id)", () =>
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const indexes = yield* sql<{ tbl_name: string }>`
+    it.effect.skipIf(where === "on PostgreSQL")(
+      "the migrations index pets on (status, id)",
+      () =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const indexes = yield* sql<{ tbl_name: string }>`
           SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = 'pets_status_id'`
-        expect(indexes).toEqual([{ tbl_name: "pets" }])
-        const columns = yield* sql<{ name: string }>`
+          expect(indexes).toEqual([{ tbl_name: "pets" }])
+          const columns = yield* sql<{ name: string }>`
           SELECT name FROM pragma_index_info('pets_status_id') ORDER BY seqno`
-        expect(columns.map((column) => column.name)).toEqual(["status", "id"])
-      }).pipe(withRepo))
+          expect(columns.map((column) => column.name)).toEqual(["status", "id"])
+        }).pipe(withRepo)
+    )
   })
 }
 
@@ -243,7 +251,9 @@ describeBackends((backend) => {
       expect(yield* repo.findById(next as PetId)).toEqual(Option.some(created))
       const page = yield* repo.list({ limit: 10 })
       expect(page.pets.map((p) => p.id)).toEqual([1, next])
-      expect(JSON.stringify(page.pets[1])).toBe(`{"id":${next},"name":"Big","categoryId":${MAX_SAFE_ID},"status":"sold"}`)
+      expect(JSON.stringify(page.pets[1])).toBe(
+        `{"id":${next},"name":"Big","categoryId":${MAX_SAFE_ID},"status":"sold"}`
+      )
     }))
 
   it.scoped("concurrent creations get distinct ids, listed once each in id order", () =>

@@ -10,8 +10,8 @@ import { Lifecycle } from "../src/Lifecycle.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import * as Sql from "../src/Sql.js"
 import { describeBackends } from "./support/backends.js"
-import { Outage, OutageSqlLive } from "./support/outage.js"
 import { ORIGIN, servers } from "./support/http.js"
+import { Outage, OutageSqlLive } from "./support/outage.js"
 
 const handlerOf = (directRoutes: boolean) =>
   webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), {
@@ -30,7 +30,11 @@ const answer = async (response: Response) => {
 const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [string, RequestInit?]> => {
   const auth = { authorization: `Bearer ${key}` }
   const json = { ...auth, "content-type": "application/json" }
-  const post = (body: string, headers: Record<string, string> = json): RequestInit => ({ method: "POST", headers, body })
+  const post = (body: string, headers: Record<string, string> = json): RequestInit => ({
+    method: "POST",
+    headers,
+    body
+  })
   return [
     ["/v1/pets", { headers: auth }],
     ["/v1/pets?limit=2", { headers: auth }],
@@ -96,7 +100,11 @@ describeBackends((backend) => {
         yield* keys.revoke(revoked.id)
         const auth = { authorization: `Bearer ${key}` }
         const json = { ...auth, "content-type": "application/json" }
-        const post = (body: string, headers: Record<string, string> = json): RequestInit => ({ method: "POST", headers, body })
+        const post = (body: string, headers: Record<string, string> = json): RequestInit => ({
+          method: "POST",
+          headers,
+          body
+        })
 
         // On SQLite the direct routes show themselves: they answer at once, where the HttpApi app gives a promise.
         if (backend.name === "SQLite") {
@@ -107,9 +115,17 @@ describeBackends((backend) => {
 
         // Creation first, through each path in turn: the ids differ, the rest must not.
         for (let i = 1; i <= 6; i++) {
-          const body = JSON.stringify({ name: `  pet ${i} `, categoryId: i, ...(i % 2 === 0 ? { status: "sold" } : {}) })
-          const a = yield* Effect.promise(async () => answer(await direct(new Request(`${ORIGIN}/v1/pets`, post(body)))))
-          const b = yield* Effect.promise(async () => answer(await fallback(new Request(`${ORIGIN}/v1/pets`, post(body)))))
+          const body = JSON.stringify({
+            name: `  pet ${i} `,
+            categoryId: i,
+            ...(i % 2 === 0 ? { status: "sold" } : {})
+          })
+          const a = yield* Effect.promise(async () =>
+            answer(await direct(new Request(`${ORIGIN}/v1/pets`, post(body))))
+          )
+          const b = yield* Effect.promise(async () =>
+            answer(await fallback(new Request(`${ORIGIN}/v1/pets`, post(body))))
+          )
           expect(a.status).toBe(201)
           const [pa, pb] = [JSON.parse(a.body), JSON.parse(b.body)]
           expect(pb.id).toBe(pa.id + 1)
@@ -169,7 +185,11 @@ describe("pipeline, logs", () => {
         const key = Redacted.value((yield* Context.get(context, ApiKeys).create("logs")).key)
         const handler = Context.get(context, WebHandler)
         const response = yield* Effect.promise(async () =>
-          handler(new Request(`${ORIGIN}/v1/pets/1`, { headers: { authorization: `Bearer ${key}`, "x-request-id": "req-42" } }))
+          handler(
+            new Request(`${ORIGIN}/v1/pets/1`, {
+              headers: { authorization: `Bearer ${key}`, "x-request-id": "req-42" }
+            })
+          )
         )
         expect(response.status).toBe(500)
         expect(lines.filter((line) => line.requestId === "req-42").map((line) => line.message)).toEqual([
@@ -200,11 +220,13 @@ describe("pipeline, Bun's routing", () => {
       // Data to answer with: the lists and gets below return pets, not empty pages.
       for (let i = 1; i <= 3; i++) {
         const created = yield* Effect.promise(async () =>
-          dispatcher(new Request(`${ORIGIN}/v1/pets`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-            body: JSON.stringify({ name: `pet ${i}`, categoryId: i, status: i === 2 ? "sold" : "available" })
-          }))
+          dispatcher(
+            new Request(`${ORIGIN}/v1/pets`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+              body: JSON.stringify({ name: `pet ${i}`, categoryId: i, status: i === 2 ? "sold" : "available" })
+            })
+          )
         )
         expect(created.status).toBe(201)
       }
@@ -228,7 +250,9 @@ describe("pipeline, Bun's routing", () => {
       const origin = server.url.href.replace(/\/$/, "")
       for (const [path, init] of casesFor(key, Redacted.value(revoked.key))) {
         const viaBun = yield* Effect.promise(async () => answer(await fetch(`${origin}${path}`, init)))
-        const inProcess = yield* Effect.promise(async () => answer(await dispatcher(new Request(`${ORIGIN}${path}`, init))))
+        const inProcess = yield* Effect.promise(async () =>
+          answer(await dispatcher(new Request(`${ORIGIN}${path}`, init)))
+        )
         if (init?.method === "HEAD") inProcess.body = ""
         expect({ path: path.slice(0, 80), ...viaBun }).toEqual({ path: path.slice(0, 80), ...inProcess })
       }
@@ -241,7 +265,11 @@ describe("the answers the pipeline gives itself", () => {
     return [
       ["/v1/pets", { headers: auth }],
       ["/v1/pets/1", { headers: auth }],
-      ["/v1/pets", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: "{\"name\":\"x\",\"categoryId\":1}" }]
+      ["/v1/pets", {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: "{\"name\":\"x\",\"categoryId\":1}"
+      }]
     ]
   }
   /** Both handlers on one database (or repository), and an API key. */

@@ -26,10 +26,17 @@ describeBackends((backend) => {
       Effect.gen(function*() {
         const database = Sql.layer(yield* backend.freshDatabase)
         const context = yield* Layer.build(
-          RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default, Lifecycle.Default]), Layer.provide(database))
+          RoutesLive(servers).pipe(
+            Layer.provide([PetsRepo.Default, ApiKeys.Default, Lifecycle.Default]),
+            Layer.provide(database)
+          )
         )
         const { context: middleware } = Context.get(context, HttpApi.Api)
-        const derived = deriveRoutes(ServedApi as unknown as HttpApi.HttpApi.AnyWithProps, Context.get(context, ApiHandlers), middleware)
+        const derived = deriveRoutes(
+          ServedApi as unknown as HttpApi.HttpApi.AnyWithProps,
+          Context.get(context, ApiHandlers),
+          middleware
+        )
         expect(derived.unserved).toEqual([])
         expect(derived.routes.map((route) => `${route.method} ${route.path}`).sort()).toEqual(
           ["GET /v1/pets", "GET /v1/pets/:petId", "POST /v1/pets"]
@@ -63,10 +70,12 @@ describe("a handler reading what middleware provide", () => {
       const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
       const build = (pipeline: boolean) =>
         Effect.map(
-          Layer.build(webHandlerFrom(testRoutes, { corsOrigins: Option.none(), pipeline }).pipe(
-            Layer.provide(ApiKeys.Default),
-            Layer.provide(database)
-          )),
+          Layer.build(
+            webHandlerFrom(testRoutes, { corsOrigins: Option.none(), pipeline }).pipe(
+              Layer.provide(ApiKeys.Default),
+              Layer.provide(database)
+            )
+          ),
           (context) => Context.get(context, WebHandler)
         )
       const keys = Context.get(yield* Layer.build(ApiKeys.Default.pipe(Layer.provide(database))), ApiKeys)
@@ -114,10 +123,13 @@ describe("requests that end early", () => {
         const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
         const context = yield* Layer.build(
           Layer.mergeAll(
-            webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])), {
-              corsOrigins: Option.none(),
-              pipeline
-            }),
+            webHandlerFrom(
+              RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])),
+              {
+                corsOrigins: Option.none(),
+                pipeline
+              }
+            ),
             ApiKeys.Default
           ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))
         )
@@ -140,16 +152,21 @@ describe("requests that end early", () => {
       const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
       const context = yield* Layer.build(
         Layer.mergeAll(
-          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])), {
-            corsOrigins: Option.none(),
-            requestTimeout: Duration.millis(300)
-          }),
+          webHandlerFrom(
+            RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])),
+            {
+              corsOrigins: Option.none(),
+              requestTimeout: Duration.millis(300)
+            }
+          ),
           ApiKeys.Default
         ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))
       )
       const key = Redacted.value((yield* Context.get(context, ApiKeys).create("late")).key)
       const response = yield* Effect.promise(async () =>
-        Context.get(context, WebHandler)(new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` } }))
+        Context.get(context, WebHandler)(
+          new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` } })
+        )
       )
       expect(response.status).toBe(503)
       expect(response.headers.get("retry-after")).toBe("1")
@@ -161,7 +178,9 @@ describe("requests that end early", () => {
     Effect.gen(function*() {
       const context = yield* Layer.build(
         Layer.mergeAll(
-          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), { corsOrigins: Option.none() }),
+          webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), {
+            corsOrigins: Option.none()
+          }),
           ApiKeys.Default
         ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(Sql.SqlTest))
       )

@@ -7,8 +7,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Context, Effect, FastCheck as fc, Layer, Schema } from "effect"
 import { MAX_SAFE_ID, NAME_MAX_LENGTH, NewPet, type Pet, PetStatus } from "../src/Domain/Pet.js"
-import { expectErrorBody, expectPage, type Json, nextLink } from "./support/checks.js"
 import { SQLite } from "./support/backends.js"
+import { expectErrorBody, expectPage, type Json, nextLink } from "./support/checks.js"
 import { type Server, testServer } from "./support/http.js"
 
 class TestServer extends Context.Tag("test/TestServer")<TestServer, Server>() {}
@@ -67,7 +67,10 @@ const walk = (limit: number) =>
   })
 
 /** White space that trimming removes: ASCII, no-break, em and ideographic spaces, line and paragraph separators, BOM. */
-const padding = fc.string({ unit: fc.constantFrom(" ", "\t", "\n", "\r", "\u00a0", "\u2003", "\u3000", "\u2028", "\ufeff"), maxLength: 3 })
+const padding = fc.string({
+  unit: fc.constantFrom(" ", "\t", "\n", "\r", "\u00a0", "\u2003", "\u3000", "\u2028", "\ufeff"),
+  maxLength: 3
+})
 
 /** What a client sends for a valid NewPet (`Arbitrary` of the decoded type, encoded), padded, status sometimes left out. */
 const validBody = fc.record({
@@ -208,7 +211,9 @@ const mutation: fc.Arbitrary<{ readonly what: string; readonly field: string; re
       value: fc.oneof(
         fc.constant(""),
         padding,
-        fc.string({ minLength: NAME_MAX_LENGTH + 1, maxLength: NAME_MAX_LENGTH + 50 }).filter((s) => codePoints(s.trim()) > NAME_MAX_LENGTH),
+        fc.string({ minLength: NAME_MAX_LENGTH + 1, maxLength: NAME_MAX_LENGTH + 50 }).filter((s) =>
+          codePoints(s.trim()) > NAME_MAX_LENGTH
+        ),
         fc.tuple(fc.string({ minLength: 1 }), fc.integer({ min: 0, max: 0x1f }), fc.string({ minLength: 1 }))
           .map(([a, c, b]) => `x${a}${String.fromCharCode(c)}${b}x`),
         fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => `x${String.fromCharCode(c)}x`)
@@ -224,7 +229,13 @@ const mutation: fc.Arbitrary<{ readonly what: string; readonly field: string; re
       )
     })
   ).map((m) =>
-    "apply" in m ? m : { what: `${m.field} = ${JSON.stringify(m.value)}`, field: m.field, apply: (body: Json) => ({ ...body, [m.field]: m.value }) }
+    "apply" in m
+      ? m
+      : {
+        what: `${m.field} = ${JSON.stringify(m.value)}`,
+        field: m.field,
+        apply: (body: Json) => ({ ...body, [m.field]: m.value })
+      }
   )
 
 describe("createPet with invalid bodies", () => {
@@ -252,7 +263,10 @@ describe("createPet with invalid bodies", () => {
 
     it.effect.prop(
       "a JSON value that is not an object is 400 and stores nothing",
-      { value: jsonOtherThan((value) => value !== null && typeof value === "object" && !Array.isArray(value)), valid: validBody },
+      {
+        value: jsonOtherThan((value) => value !== null && typeof value === "object" && !Array.isArray(value)),
+        valid: validBody
+      },
       ({ valid, value }) =>
         Effect.gen(function*() {
           expectErrorBody(yield* post(JSON.stringify(value)), 400, "invalid_body")
@@ -296,13 +310,29 @@ const isJson = (text: string) => {
 /** A query string of `limit`, `status` and `after` (sometimes repeated, sometimes odd) and a stray parameter or two. */
 const queryValue = fc.oneof(
   fc.integer({ min: -5, max: 120 }).map(String),
-  fc.constantFrom(...PetStatus.literals, "", "0", "01", "1e1", "+5", " 5", "5 ", "0x10", "9007199254740991", "9007199254740992", "99999999999999999999"),
+  fc.constantFrom(
+    ...PetStatus.literals,
+    "",
+    "0",
+    "01",
+    "1e1",
+    "+5",
+    " 5",
+    "5 ",
+    "0x10",
+    "9007199254740991",
+    "9007199254740992",
+    "99999999999999999999"
+  ),
   Arbitrary.make(PetStatus),
   fc.string({ unit: "grapheme", maxLength: 6 }),
   fc.string({ unit: fc.constantFrom("%", "2", "0", "z", "+", "&", "=", "#", ";", "c", "1"), maxLength: 6 })
 )
 const queryPart = fc.tuple(
-  fc.oneof({ weight: 6, arbitrary: fc.constantFrom("limit", "status", "after") }, { weight: 1, arbitrary: fc.string({ maxLength: 4 }) }),
+  fc.oneof({ weight: 6, arbitrary: fc.constantFrom("limit", "status", "after") }, {
+    weight: 1,
+    arbitrary: fc.string({ maxLength: 4 })
+  }),
   queryValue,
   fc.boolean()
 ).map(([key, value, raw]) =>
@@ -332,10 +362,13 @@ const expectedQuery = (query: string) => {
 describe("listPets with random query strings", () => {
   it.layer(TestServerLive, { timeout: "30 seconds" })((it) => {
     it.effect("seed", () =>
-      Effect.forEach(Array.from({ length: 45 }, (_, i) => i), (i) =>
-        post(JSON.stringify({ name: `Seed ${i}`, categoryId: 1 + i, status: PetStatus.literals[i % 3] })).pipe(
-          Effect.tap((created) => expect(created.status).toBe(201))
-        )))
+      Effect.forEach(
+        Array.from({ length: 45 }, (_, i) => i),
+        (i) =>
+          post(JSON.stringify({ name: `Seed ${i}`, categoryId: 1 + i, status: PetStatus.literals[i % 3] })).pipe(
+            Effect.tap((created) => expect(created.status).toBe(201))
+          )
+      ))
 
     it.effect.prop(
       "any query is 200 with a well-formed page or 400 invalid_query, exactly as the contract says",
@@ -363,14 +396,22 @@ const KEY_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345
 /** An Authorization value, given the valid key: that key in many forms, near misses of it, other schemes, and noise. */
 type MakeValue = (key: string) => string
 const authorization: fc.Arbitrary<MakeValue> = fc.oneof<Array<fc.Arbitrary<MakeValue>>>(
-  fc.tuple(fc.constantFrom("Bearer", "bearer", "BEARER", "BeArEr"), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 2 }))
-    .map(([scheme, spaces, trailing]): MakeValue => (key) => `${scheme}${" ".repeat(spaces)}${key}${" ".repeat(trailing)}`),
+  fc.tuple(
+    fc.constantFrom("Bearer", "bearer", "BEARER", "BeArEr"),
+    fc.integer({ min: 1, max: 3 }),
+    fc.integer({ min: 0, max: 2 })
+  )
+    .map(([scheme, spaces, trailing]): MakeValue => (key) =>
+      `${scheme}${" ".repeat(spaces)}${key}${" ".repeat(trailing)}`
+    ),
   fc.tuple(fc.nat(), fc.constantFrom(...KEY_ALPHABET)).map(([n, c]): MakeValue => (key) => {
     const at = n % key.length
     return `Bearer ${key.slice(0, at)}${c}${key.slice(at + 1)}`
   }),
   fc.nat().map((n): MakeValue => (key) => `Bearer ${key.slice(0, n % key.length)}${key.slice((n % key.length) + 1)}`),
-  fc.string({ unit: fc.constantFrom(...KEY_ALPHABET), minLength: 1, maxLength: 3 }).map((s): MakeValue => (key) => `Bearer ${key}${s}`),
+  fc.string({ unit: fc.constantFrom(...KEY_ALPHABET), minLength: 1, maxLength: 3 }).map((s): MakeValue => (key) =>
+    `Bearer ${key}${s}`
+  ),
   fc.constantFrom<MakeValue>(
     (key) => `Basic ${key}`,
     (key) => `Token ${key}`,
@@ -381,8 +422,12 @@ const authorization: fc.Arbitrary<MakeValue> = fc.oneof<Array<fc.Arbitrary<MakeV
     (key) => `Bearer "${key}"`,
     () => "Bearer"
   ),
-  fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).map((c) => String.fromCharCode(c)), maxLength: 80 }).map((s) => () => s),
-  fc.string({ unit: fc.constantFrom(...KEY_ALPHABET), minLength: 60, maxLength: 62 }).map((s) => () => `Bearer psk_${s}`)
+  fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).map((c) => String.fromCharCode(c)), maxLength: 80 }).map(
+    (s) => () => s
+  ),
+  fc.string({ unit: fc.constantFrom(...KEY_ALPHABET), minLength: 60, maxLength: 62 }).map((s) => () =>
+    `Bearer psk_${s}`
+  )
 )
 
 /** The contract's rule: `Bearer` (any case), one or more spaces, the key itself; surrounding white space is not part of a header. */
@@ -394,7 +439,11 @@ const grants = (value: string, key: string) => {
 
 describe("authorization with random values", () => {
   it.layer(TestServerLive, { timeout: "30 seconds" })((it) => {
-    it.effect("seed", () => Effect.map(post(JSON.stringify({ name: "Guarded", categoryId: 1 })), (created) => expect(created.body.id).toBe(1)))
+    it.effect("seed", () =>
+      Effect.map(
+        post(JSON.stringify({ name: "Guarded", categoryId: 1 })),
+        (created) => expect(created.body.id).toBe(1)
+      ))
 
     it.effect.prop(
       "every operation answers 401 with WWW-Authenticate: Bearer unless the value carries the valid key",

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { makeTestServer, testServerOn, type Server } from "./support/http.js"
+import { makeTestServer, type Server, testServerOn } from "./support/http.js"
 import { Outage, OutageSqlLive } from "./support/outage.js"
 
 const get = (server: Server, path: string, key?: string) =>
@@ -20,7 +20,11 @@ describe("readiness", () => {
       expect((yield* get(server, "/readyz")).status).toBe(200)
       yield* server.lifecycle.startDrain
       const ready = yield* get(server, "/readyz")
-      expect(ready).toEqual({ status: 503, body: { code: "unavailable", message: expect.any(String), status: 503 }, retryAfter: "1" })
+      expect(ready).toEqual({
+        status: 503,
+        body: { code: "unavailable", message: expect.any(String), status: 503 },
+        retryAfter: "1"
+      })
       expect(yield* get(server, "/healthz")).toEqual({ status: 200, body: { status: "ok" }, retryAfter: null })
     }))
 

@@ -12,22 +12,46 @@ const answer = (server: Server, path: string, init?: RequestInit) =>
   Effect.promise(async () => {
     const response = await server.fetch(path, init)
     const text = await response.text()
-    return { status: response.status, contentType: response.headers.get("content-type"), headers: response.headers, text, body: text ? JSON.parse(text) : undefined }
+    return {
+      status: response.status,
+      contentType: response.headers.get("content-type"),
+      headers: response.headers,
+      text,
+      body: text ? JSON.parse(text) : undefined
+    }
   })
 
-const postRaw = (server: Server, body: string | Uint8Array, headers: Record<string, string> = { "content-type": "application/json" }) =>
+const postRaw = (
+  server: Server,
+  body: string | Uint8Array,
+  headers: Record<string, string> = { "content-type": "application/json" }
+) =>
   answer(server, "/v1/pets", { method: "POST", body, headers: { authorization: `Bearer ${server.key}`, ...headers } })
 
 const postJson = (server: Server, value: unknown) => postRaw(server, JSON.stringify(value))
 
 const expectNothingStored = (server: Server) =>
-  Effect.map(answer(server, "/v1/pets?limit=100", { headers: { authorization: `Bearer ${server.key}` } }), (list) => expect(list.body).toEqual([]))
+  Effect.map(
+    answer(server, "/v1/pets?limit=100", { headers: { authorization: `Bearer ${server.key}` } }),
+    (list) => expect(list.body).toEqual([])
+  )
 
 describe("names", () => {
   it.scoped("a name with a control character or a lone surrogate is 400 naming 'name', and stores nothing", () =>
     Effect.gen(function*() {
       const server = yield* makeTestServer
-      for (const name of ["a\u0000b", "tab\there", "line\nbreak", "del\u007f", "c1\u0085", "lone \ud800 high", "lone \udc00 low", "\ud83d"]) {
+      for (
+        const name of [
+          "a\u0000b",
+          "tab\there",
+          "line\nbreak",
+          "del\u007f",
+          "c1\u0085",
+          "lone \ud800 high",
+          "lone \udc00 low",
+          "\ud83d"
+        ]
+      ) {
         const error = expectErrorBody(yield* postJson(server, { name, categoryId: 1 }), 400, "invalid_body")
         expect(error.message).toContain("'name'")
       }
@@ -40,7 +64,9 @@ describe("names", () => {
       const created = yield* postJson(server, { name: "\t\n Rex \r\n", categoryId: 1 })
       expect(created.status).toBe(201)
       expect(created.body.name).toBe("Rex")
-      const read = yield* answer(server, `/v1/pets/${created.body.id}`, { headers: { authorization: `Bearer ${server.key}` } })
+      const read = yield* answer(server, `/v1/pets/${created.body.id}`, {
+        headers: { authorization: `Bearer ${server.key}` }
+      })
       expect(read.body).toEqual(created.body)
     }))
 })
@@ -53,9 +79,15 @@ describe("name length", () => {
         const created = yield* postJson(server, { name: unit.repeat(200), categoryId: 1 })
         expect(created.status).toBe(201)
         expect(created.body.name).toBe(unit.repeat(200))
-        const read = yield* answer(server, `/v1/pets/${created.body.id}`, { headers: { authorization: `Bearer ${server.key}` } })
+        const read = yield* answer(server, `/v1/pets/${created.body.id}`, {
+          headers: { authorization: `Bearer ${server.key}` }
+        })
         expect(read.body).toEqual(created.body)
-        const error = expectErrorBody(yield* postJson(server, { name: unit.repeat(201), categoryId: 1 }), 400, "invalid_body")
+        const error = expectErrorBody(
+          yield* postJson(server, { name: unit.repeat(201), categoryId: 1 }),
+          400,
+          "invalid_body"
+        )
         expect(error.message).toContain("'name'")
       }
     }))
@@ -159,7 +191,15 @@ describe("media types", () => {
       const server = yield* makeTestServer
       // A Uint8Array body gets no Content-Type from fetch.
       expectErrorBody(yield* postRaw(server, new Uint8Array(Buffer.from(body)), {}), 415, "unsupported_media_type")
-      for (const type of ["application/json; charset=iso-8859-1", "application/json;charset=\"utf-16\"", "text/json", "application/jsonx", "application/merge-patch+json"]) {
+      for (
+        const type of [
+          "application/json; charset=iso-8859-1",
+          "application/json;charset=\"utf-16\"",
+          "text/json",
+          "application/jsonx",
+          "application/merge-patch+json"
+        ]
+      ) {
         expectErrorBody(yield* postRaw(server, body, { "content-type": type }), 415, "unsupported_media_type")
       }
       yield* expectNothingStored(server)
@@ -168,7 +208,14 @@ describe("media types", () => {
   it.scoped("application/json in any case, and with charset utf-8, is accepted", () =>
     Effect.gen(function*() {
       const server = yield* makeTestServer
-      for (const type of ["application/json", "APPLICATION/JSON", "application/json; charset=UTF-8", "application/json;charset=\"utf-8\""]) {
+      for (
+        const type of [
+          "application/json",
+          "APPLICATION/JSON",
+          "application/json; charset=UTF-8",
+          "application/json;charset=\"utf-8\""
+        ]
+      ) {
         expect((yield* postRaw(server, body, { "content-type": type })).status, type).toBe(201)
       }
     }))
@@ -185,7 +232,9 @@ describe("path parameters that cannot be percent-decoded", () => {
     Effect.gen(function*() {
       const server = yield* makeTestServer
       for (const petId of ["%zz", "%", "1%", "%c0%b1", "%ff", "%E0%A4%A"]) {
-        const response = yield* answer(server, `/v1/pets/${petId}`, { headers: { authorization: `Bearer ${server.key}` } })
+        const response = yield* answer(server, `/v1/pets/${petId}`, {
+          headers: { authorization: `Bearer ${server.key}` }
+        })
         expectErrorBody(response, 400, "invalid_path")
         expect(response.headers.get("allow")).toBeNull()
       }
@@ -196,8 +245,18 @@ describe("repeated query parameters", () => {
   it.scoped("are 400 invalid_query saying so, whatever the values", () =>
     Effect.gen(function*() {
       const server = yield* makeTestServer
-      for (const query of ["limit=1&limit=2", "limit=5&limit=5", "status=sold&status=pending", "status=sold&status=sold", "after=1&after=2"]) {
-        const response = yield* answer(server, `/v1/pets?${query}`, { headers: { authorization: `Bearer ${server.key}` } })
+      for (
+        const query of [
+          "limit=1&limit=2",
+          "limit=5&limit=5",
+          "status=sold&status=pending",
+          "status=sold&status=sold",
+          "after=1&after=2"
+        ]
+      ) {
+        const response = yield* answer(server, `/v1/pets?${query}`, {
+          headers: { authorization: `Bearer ${server.key}` }
+        })
         const error = expectErrorBody(response, 400, "invalid_query")
         expect(error.message).toContain(`'${query.split("=")[0]}'`)
         expect(error.message).toContain("more than once")
@@ -213,13 +272,18 @@ describe("a GET or HEAD with a body", () => {
       for (const method of ["GET", "HEAD"]) {
         for (const path of ["/v1/pets", "/v1/pets/1", "/healthz"]) {
           for (const framing of [{ "content-length": "7" }, { "transfer-encoding": "chunked" }]) {
-            const response = yield* answer(server, path, { method, headers: { authorization: `Bearer ${server.key}`, ...framing } })
+            const response = yield* answer(server, path, {
+              method,
+              headers: { authorization: `Bearer ${server.key}`, ...framing }
+            })
             expect(response.status, `${method} ${path}`).toBe(400)
             if (method === "GET") expectErrorBody(response, 400, "bad_request")
           }
         }
       }
-      const empty = yield* answer(server, "/v1/pets", { headers: { authorization: `Bearer ${server.key}`, "content-length": "0" } })
+      const empty = yield* answer(server, "/v1/pets", {
+        headers: { authorization: `Bearer ${server.key}`, "content-length": "0" }
+      })
       expect(empty.status).toBe(200)
     }))
 })
@@ -231,7 +295,14 @@ describe("a very long URL", () => {
       const headers = { authorization: `Bearer ${server.key}` }
       const fits = "/v1/pets?x=" + "a".repeat(8 * 1024 - "/v1/pets?x=".length)
       expect((yield* answer(server, fits, { headers })).status).toBe(200)
-      for (const path of [fits + "a", "/v1/pets/" + "1".repeat(9000), "/nothing/" + "a".repeat(10_000), "/healthz?" + "%41".repeat(3000)]) {
+      for (
+        const path of [
+          fits + "a",
+          "/v1/pets/" + "1".repeat(9000),
+          "/nothing/" + "a".repeat(10_000),
+          "/healthz?" + "%41".repeat(3000)
+        ]
+      ) {
         expectErrorBody(yield* answer(server, path, { headers }), 414, "uri_too_long")
       }
     }))

@@ -14,10 +14,12 @@ import { authorized, testServerOn } from "./support/http.js"
 import { makeProxy } from "./support/proxy.js"
 
 const dialectOf = (url: Redacted.Redacted<string>) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.succeed(sql.onDialectOrElse({ pg: () => "pg", sqlite: () => "sqlite", orElse: () => "other" }))).pipe(
-      Effect.provide(Sql.layer(url))
-    )
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => Effect.succeed(sql.onDialectOrElse({ pg: () => "pg", sqlite: () => "sqlite", orElse: () => "other" }))
+  ).pipe(
+    Effect.provide(Sql.layer(url))
+  )
 
 /** A port on 127.0.0.1 that nothing listens on. */
 const closedPort = Effect.async<number>((resume) => {
@@ -94,10 +96,12 @@ describePostgres((postgres, url) => {
       expect(started).toEqual([true, true, true, true, true, true])
       // At the first attempt: none of them failed and had to retry (the start-up retry would hide a race).
       expect(logged.filter((line) => line.includes("level=WARN"))).toEqual([])
-      const rows = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql<{ migration_id: number }>`SELECT migration_id FROM effect_sql_migrations ORDER BY migration_id`).pipe(
-          Effect.provide(Sql.layer(fresh))
-        )
+      const rows = yield* Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ migration_id: number }>`SELECT migration_id FROM effect_sql_migrations ORDER BY migration_id`
+      ).pipe(
+        Effect.provide(Sql.layer(fresh))
+      )
       expect(rows.map((row) => row.migration_id)).toEqual(Object.keys(migrations).map((id) => Number(id.split("_")[0])))
     }))
 
@@ -112,7 +116,9 @@ describePostgres((postgres, url) => {
       const server = yield* testServerOn(Sql.layer(Redacted.make(fresh.href), fast))
       const get = (path: string) => Effect.promise(() => server.fetch(path, authorized(server.key)))
       const post = (body: unknown) =>
-        Effect.promise(() => server.fetch("/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify(body) })))
+        Effect.promise(() =>
+          server.fetch("/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify(body) }))
+        )
       return { proxy, get, post }
     })
 
@@ -139,31 +145,41 @@ describePostgres((postgres, url) => {
 
     for (const mode of ["refuse", "blackhole"] as const) {
       const what = mode === "refuse" ? "down (connections refused)" : "silent (nothing answers)"
-      it.scopedLive(`${what}: /readyz and the API answer 503 unavailable within seconds, then recover`, () =>
-        Effect.gen(function*() {
-          const { get, post, proxy } = yield* behindProxy
-          expect((yield* timed(get("/readyz"))).status).toBe(200)
-          const before = yield* timed(post({ name: "Before", categoryId: 1 }))
-          expect(before.status).toBe(201)
+      it.scopedLive(
+        `${what}: /readyz and the API answer 503 unavailable within seconds, then recover`,
+        () =>
+          Effect.gen(function*() {
+            const { get, post, proxy } = yield* behindProxy
+            expect((yield* timed(get("/readyz"))).status).toBe(200)
+            const before = yield* timed(post({ name: "Before", categoryId: 1 }))
+            expect(before.status).toBe(201)
 
-          yield* proxy.set(mode)
-          const ready = yield* timed(get("/readyz"))
-          expect(ready).toMatchObject({ status: 503, code: "unavailable" })
-          expect(ready.ms).toBeLessThan(3_000)
-          for (const request of [get("/v1/pets"), post({ name: "During", categoryId: 1 }), get(`/v1/pets/${before.body.id}`)]) {
-            const answer = yield* timed(request)
-            expect(answer).toMatchObject({ status: 503, code: "unavailable", body: { status: 503 } })
-            expect(answer.ms).toBeLessThan(4_000)
-          }
+            yield* proxy.set(mode)
+            const ready = yield* timed(get("/readyz"))
+            expect(ready).toMatchObject({ status: 503, code: "unavailable" })
+            expect(ready.ms).toBeLessThan(3_000)
+            for (
+              const request of [
+                get("/v1/pets"),
+                post({ name: "During", categoryId: 1 }),
+                get(`/v1/pets/${before.body.id}`)
+              ]
+            ) {
+              const answer = yield* timed(request)
+              expect(answer).toMatchObject({ status: 503, code: "unavailable", body: { status: 503 } })
+              expect(answer.ms).toBeLessThan(4_000)
+            }
 
-          yield* proxy.set("open")
-          expect(yield* recovered(get("/readyz"))).toBeLessThan(10_000)
-          expect(yield* recovered(get("/v1/pets"))).toBeLessThan(10_000)
-          const after = yield* timed(post({ name: "After", categoryId: 1 }))
-          expect(after.status).toBe(201)
-          const list = yield* timed(get("/v1/pets"))
-          expect(list.body.map((pet: { name: string }) => pet.name)).toEqual(["Before", "After"])
-        }), 60_000)
+            yield* proxy.set("open")
+            expect(yield* recovered(get("/readyz"))).toBeLessThan(10_000)
+            expect(yield* recovered(get("/v1/pets"))).toBeLessThan(10_000)
+            const after = yield* timed(post({ name: "After", categoryId: 1 }))
+            expect(after.status).toBe(201)
+            const list = yield* timed(get("/v1/pets"))
+            expect(list.body.map((pet: { name: string }) => pet.name)).toEqual(["Before", "After"])
+          }),
+        60_000
+      )
     }
   })
 })

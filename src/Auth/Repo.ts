@@ -47,12 +47,16 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
 
     const portable = {
       insert: (key: { id: ApiKeyId; name: string; hash: string; createdAt: string }) =>
-        insertOne(key).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.insert", { attributes: { id: key.id } })),
+        insertOne(key).pipe(
+          Effect.catchTag("ParseError", Effect.die),
+          Effect.withSpan("ApiKeysRepo.insert", { attributes: { id: key.id } })
+        ),
       findById: (id: ApiKeyId) =>
         findOne(id).pipe(
           Effect.catchTag("ParseError", Effect.die),
           (effect) => observe({ system, operation: "SELECT", collection: "api_keys" }, effect),
-          Effect.withSpan("ApiKeysRepo.findById", { attributes: { id } })),
+          Effect.withSpan("ApiKeysRepo.findById", { attributes: { id } })
+        ),
       list: findAll(undefined).pipe(Effect.catchTag("ParseError", Effect.die), Effect.withSpan("ApiKeysRepo.list")),
       /** Marks a key revoked (keeping the first revocation time); false when no key has that id. */
       revoke: (id: ApiKeyId, at: string) =>

@@ -34,7 +34,11 @@ export type PetId = typeof PetId.Type
 /** The animals of the documentation's examples (the docs page's requests and answers); the tests send them. */
 const REX = { id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" } as const
 const TOM = { id: PetId.make(2), name: "Tom", categoryId: 2, status: "sold" } as const
-export const EXAMPLES = { newPet: { name: REX.name, categoryId: REX.categoryId, status: REX.status }, pet: REX, pets: [REX, TOM] }
+export const EXAMPLES = {
+  newPet: { name: REX.name, categoryId: REX.categoryId, status: REX.status },
+  pet: REX,
+  pets: [REX, TOM]
+}
 
 export const CategoryId = Schema.Int.pipe(
   Schema.greaterThanOrEqualTo(1),
@@ -92,14 +96,16 @@ export const PetNameInput = Schema.compose(
   PetName.pipe(Schema.filter((name) => !NOT_TEXT.test(name)))
 ).annotations({
   message: () => ({
-    message: `must be a string of 1 to ${NAME_MAX_LENGTH} characters without control characters, surrounding white space not counted`,
+    message:
+      `must be a string of 1 to ${NAME_MAX_LENGTH} characters without control characters, surrounding white space not counted`,
     override: true
   }),
   jsonSchema: {
     type: "string",
     minLength: 1,
     maxLength: NAME_MAX_LENGTH,
-    description: "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed), " +
+    description:
+      "The animal's name: 1 to 200 characters once surrounding white space is trimmed (it is stored trimmed), " +
       "without control characters.",
     examples: ["Rex"]
   }
@@ -153,7 +159,9 @@ const POSITIVE_DECIMAL = /^[1-9][0-9]{0,15}$/
 const PositiveIntFromString = Schema.transformOrFail(Schema.String, Schema.Number, {
   strict: true,
   decode: (text, _, ast) => {
-    if (!POSITIVE_DECIMAL.test(text)) return ParseResult.fail(new ParseResult.Type(ast, text, "must be a positive integer"))
+    if (!POSITIVE_DECIMAL.test(text)) {
+      return ParseResult.fail(new ParseResult.Type(ast, text, "must be a positive integer"))
+    }
     const value = Number(text)
     // Past 2^53 - 1 the number would already be rounded: refused here, with the bound, not as "not an integer".
     return Number.isSafeInteger(value)
@@ -199,7 +207,8 @@ export const ListPetsQuery = Schema.Struct({
       format: "int64",
       minimum: 1,
       maximum: MAX_SAFE_ID,
-      description: "Keyset cursor: only animals whose id is greater than this one (the `Link: rel=\"next\"` header carries it)."
+      description:
+        "Keyset cursor: only animals whose id is greater than this one (the `Link: rel=\"next\"` header carries it)."
     }
   }))
 })

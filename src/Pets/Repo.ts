@@ -9,7 +9,7 @@ import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import type { Database } from "bun:sqlite"
 import { Effect, Option, Schema } from "effect"
 import { CategoryId, NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
-import { type Statement, statementHooks, type StatementHooks } from "../Observability/Hooks.js"
+import { type Statement, type StatementHooks, statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "../Sqlite.js"
 import { SqliteWriter, type Writer } from "../SqliteWriter.js"
 
@@ -121,7 +121,11 @@ const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, messa
 /** The statements, as observability names them (`Observability/Hooks.ts`). */
 const INSERT: Omit<Statement, "system"> = { operation: "INSERT", collection: "pets" }
 const SELECT: Omit<Statement, "system"> = { operation: "SELECT", collection: "pets" }
-const sqliteStatement = (base: Omit<Statement, "system">, text: string): Statement => ({ ...base, system: "sqlite", text })
+const sqliteStatement = (base: Omit<Statement, "system">, text: string): Statement => ({
+  ...base,
+  system: "sqlite",
+  text
+})
 
 /**
  * SQLite: the same statements, prepared once: the reads on the reading connection, the writes (and the read of a
@@ -132,10 +136,16 @@ const sqliteRepository = (
   writer: Writer,
   { observeStatement: observe, runStatement: run }: StatementHooks
 ): PetsRepository => {
-  const insertSql = sqliteStatement(INSERT, `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`)
+  const insertSql = sqliteStatement(
+    INSERT,
+    `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
+  )
   const findOneSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id = ?`)
   const pageSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
-  const pageByStatusSql = sqliteStatement(SELECT, `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
+  const pageByStatusSql = sqliteStatement(
+    SELECT,
+    `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
+  )
   const createOnceSql: Statement = { system: "sqlite", operation: "INSERT", collection: "pets", text: INSERT_RECORD }
   const insert = writer.database.prepare<Pet, [string, number, string]>(insertSql.text!)
   const findOne = db.prepare<Pet, [number]>(findOneSql.text!)

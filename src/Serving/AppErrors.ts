@@ -37,24 +37,34 @@ const partOf = (
 }
 
 export const appErrors = (options: AppErrorsOptions) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-  Effect.catchAllCause(app, (cause) =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Effect.Effect<HttpServerResponse.HttpServerResponse, E> => {
-      const failure = Cause.failureOption(cause)
-      const error: unknown = Option.isSome(failure) ? failure.value : Cause.squash(cause)
-      if (error instanceof HttpApiError.HttpApiDecodeError) {
-        const issue = error.issues[0]
-        const part = partOf(request, String(issue?.path[0] ?? ""), options)
-        const query = queryOf(request.url)
-        return Effect.succeed(answer(Refusals.decodeFailure(part, issue, (name) => Array.isArray(query[name]))))
-      }
-      if (Option.isSome(failure) && options.isDeclared(error)) return Effect.failCause(cause as Cause.Cause<E>)
-      if (Option.isNone(failure) && Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<E>)
-      // The router found no route for a path the route table matched: a parameter it could not read (`%zz`).
-      if (error instanceof HttpServerError.RouteNotFound) {
-        return Effect.succeed(answer(Refusals.unreadablePath(request.url.split("?")[0])))
-      }
-      if (error instanceof HttpServerError.RequestError) {
-        return Effect.succeed(answer(error.reason === "Decode" ? Refusals.invalidJson("The request body is not valid JSON.") : Refusals.unreadableBody))
-      }
-      return Effect.as(Effect.logError("unexpected failure", cause), answer(Refusals.internalError))
-    }))
+  Effect.catchAllCause(
+    app,
+    (cause) =>
+      Effect.flatMap(
+        HttpServerRequest.HttpServerRequest,
+        (request): Effect.Effect<HttpServerResponse.HttpServerResponse, E> => {
+          const failure = Cause.failureOption(cause)
+          const error: unknown = Option.isSome(failure) ? failure.value : Cause.squash(cause)
+          if (error instanceof HttpApiError.HttpApiDecodeError) {
+            const issue = error.issues[0]
+            const part = partOf(request, String(issue?.path[0] ?? ""), options)
+            const query = queryOf(request.url)
+            return Effect.succeed(answer(Refusals.decodeFailure(part, issue, (name) => Array.isArray(query[name]))))
+          }
+          if (Option.isSome(failure) && options.isDeclared(error)) return Effect.failCause(cause as Cause.Cause<E>)
+          if (Option.isNone(failure) && Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<E>)
+          // The router found no route for a path the route table matched: a parameter it could not read (`%zz`).
+          if (error instanceof HttpServerError.RouteNotFound) {
+            return Effect.succeed(answer(Refusals.unreadablePath(request.url.split("?")[0])))
+          }
+          if (error instanceof HttpServerError.RequestError) {
+            return Effect.succeed(answer(
+              error.reason === "Decode"
+                ? Refusals.invalidJson("The request body is not valid JSON.")
+                : Refusals.unreadableBody
+            ))
+          }
+          return Effect.as(Effect.logError("unexpected failure", cause), answer(Refusals.internalError))
+        }
+      )
+  )

@@ -11,7 +11,7 @@ import { type HttpApi, type HttpApiMiddleware, HttpApiSchema } from "@effect/pla
 import { Context, Either, Option, type ParseResult, Schema } from "effect"
 import type * as AST from "effect/SchemaAST"
 import type { AnyHandler, ApiHandlers } from "./Handlers.js"
-import { type Middleware, makeMiddleware } from "./Middleware.js"
+import { makeMiddleware, type Middleware } from "./Middleware.js"
 
 type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
 
@@ -61,7 +61,8 @@ const transforms = (ast: AST.AST): boolean => {
     case "Refinement":
       return transforms(ast.from)
     case "TypeLiteral":
-      return ast.propertySignatures.some((p) => transforms(p.type)) || ast.indexSignatures.some((i) => transforms(i.type))
+      return ast.propertySignatures.some((p) => transforms(p.type)) ||
+        ast.indexSignatures.some((i) => transforms(i.type))
     case "TupleType":
       return ast.elements.some((e) => transforms(e.type)) || ast.rest.some((r) => transforms(r.type))
     case "Union":
@@ -176,7 +177,9 @@ export const deriveRoutes = (
       const encodeSuccess = success.ast._tag === "VoidKeyword"
         ? () => null
         : transforms(success.ast)
-        ? ((encode) => (value: unknown) => JSON.stringify(encode(value)))(Schema.encodeSync(success as Schema.Schema<unknown, unknown>))
+        ? ((encode) => (value: unknown) => JSON.stringify(encode(value)))(
+          Schema.encodeSync(success as Schema.Schema<unknown, unknown>)
+        )
         : (value: unknown) => JSON.stringify(value)
 
       const errors = new Set<Schema.Schema.Any>()
@@ -199,7 +202,10 @@ export const deriveRoutes = (
         decodeQuery: decoder(endpoint.urlParamsSchema),
         decodeHeaders: decoder(endpoint.headersSchema),
         decodePayload: decoder(endpoint.payloadSchema),
-        headerNames: Option.match(endpoint.headersSchema, { onNone: () => [], onSome: (schema) => headerNamesOf(schema.ast) }),
+        headerNames: Option.match(endpoint.headersSchema, {
+          onNone: () => [],
+          onSome: (schema) => headerNamesOf(schema.ast)
+        }),
         middleware,
         handler,
         successStatus: status,
@@ -210,4 +216,3 @@ export const deriveRoutes = (
   }
   return { routes, unserved }
 }
-

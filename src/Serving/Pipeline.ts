@@ -10,26 +10,14 @@
  * interrupted request a 503.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import {
-  Cause,
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Exit,
-  FiberId,
-  Option,
-  ParseResult,
-  Runtime,
-  Tracer
-} from "effect"
+import { Cause, Context, Duration, Effect, Either, Exit, FiberId, Option, ParseResult, Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Logging.js"
 import { AnswerHeaders } from "../ResponseHeaders.js"
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
-import { RequestInput } from "./RequestInput.js"
 import * as Refusals from "./Refusals.js"
+import { RequestInput } from "./RequestInput.js"
 
 /** A request the pipeline refuses itself (a failed decode), carried through the fiber's error channel. */
 class Refused {
@@ -79,7 +67,9 @@ const decodeStage = (route: EndpointRoute) =>
       )
     if (route.decodePath !== undefined) {
       const params = percentDecoded(input.params)
-      if (params === undefined) return Effect.fail(new Refused(Refusals.unreadablePath(input.request.url.split("?")[0])))
+      if (params === undefined) {
+        return Effect.fail(new Refused(Refusals.unreadablePath(input.request.url.split("?")[0])))
+      }
       const result = route.decodePath(params)
       if (Either.isLeft(result)) return refuse("path", result.left)
       decoded.path = result.right
@@ -159,7 +149,12 @@ const makeProgram = (route: EndpointRoute): Effect.Effect<Answer, never, Service
         HttpServerResponse.isServerResponse(value)
           // A handler that answers with a response of its own: kept as it is but for its body, which is not JSON.
           ? { status: value.status, body: null, headers: { ...value.headers }, annotations: NONE }
-          : { status: route.successStatus, body: route.encodeSuccess(value), headers: { ...JSON_HEADERS }, annotations: NONE }
+          : {
+            status: route.successStatus,
+            body: route.encodeSuccess(value),
+            headers: { ...JSON_HEADERS },
+            annotations: NONE
+          }
       ),
     onFailure: (cause) => Effect.flatMap(failureAnswer(route, cause), finish)
   })
@@ -208,7 +203,11 @@ export const makePipeline = (
     services.set(RequestLogContext.key, log)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const fiber = Runtime.runFork(
-      Runtime.make({ context: Context.unsafeMake<never>(services), fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
+      Runtime.make({
+        context: Context.unsafeMake<never>(services),
+        fiberRefs: runtime.fiberRefs,
+        runtimeFlags: runtime.runtimeFlags
+      })
     )(programs.get(route)!)
     const answerOf = (exit: Exit.Exit<Answer>) =>
       Exit.isSuccess(exit) ? exit.value : refusalAnswer(Refusals.shuttingDown, log.annotations)

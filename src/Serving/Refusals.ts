@@ -4,7 +4,7 @@
  * statuses, codes and texts, whichever path serves the request.
  */
 import type { ParseResult } from "effect"
-import { type ErrorCode, errorBody } from "../Domain/Errors.js"
+import { errorBody, type ErrorCode } from "../Domain/Errors.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
 
 export interface Refusal {
@@ -22,7 +22,8 @@ const refusal = (
 ): Refusal => ({ status, code, message, headers })
 
 /** The JSON body of a refusal: the interface's `Error` object. */
-export const refusalBody = (refused: Refusal): string => JSON.stringify(errorBody(refused.status, refused.code, refused.message))
+export const refusalBody = (refused: Refusal): string =>
+  JSON.stringify(errorBody(refused.status, refused.code, refused.message))
 
 export const MAX_BODY_BYTES = 64 * 1024
 /**
@@ -38,7 +39,11 @@ const MAX_MESSAGE_LENGTH = 300
 const truncate = (text: string) => text.length > MAX_MESSAGE_LENGTH ? text.slice(0, MAX_MESSAGE_LENGTH - 1) + "…" : text
 
 export const uriTooLong = refusal(414, "uri_too_long", `The request target is over ${MAX_URL_LENGTH} characters.`)
-export const headerTooLarge = refusal(431, "header_too_large", `The request headers are over ${MAX_HEADER_BYTES} bytes.`)
+export const headerTooLarge = refusal(
+  431,
+  "header_too_large",
+  `The request headers are over ${MAX_HEADER_BYTES} bytes.`
+)
 export const fragment = refusal(400, "bad_request", "A request target has no fragment (the part from '#').")
 export const payloadTooLarge = refusal(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
 export const unsupportedMediaType = refusal(
@@ -57,7 +62,11 @@ export const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>)
   })
 export const unreadablePath = (path: string) =>
   refusal(400, "invalid_path", `Invalid path parameter in ${truncate(path)}: it cannot be read.`)
-export const internalError = refusal(500, "internal_error", "The server failed to answer this request; it has been logged.")
+export const internalError = refusal(
+  500,
+  "internal_error",
+  "The server failed to answer this request; it has been logged."
+)
 export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.", UNAVAILABLE_HEADERS)
 export const deadlineExceeded = refusal(
   503,
@@ -88,7 +97,9 @@ export const decodeFailure = (
         "invalid_body",
         field === ""
           ? "The request body must be a JSON object with a name and a categoryId."
-          : `Invalid request body: '${field}' ${reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`}`
+          : `Invalid request body: '${field}' ${
+            reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`
+          }`
       )
     case "header":
       return refusal(400, "invalid_header", `Invalid header '${field}': ${reason}`)
@@ -96,7 +107,9 @@ export const decodeFailure = (
       return refusal(
         400,
         "invalid_query",
-        `Invalid query parameter '${field}': ${repeated(String(issue?.path[0] ?? "")) ? "it is given more than once" : reason}`
+        `Invalid query parameter '${field}': ${
+          repeated(String(issue?.path[0] ?? "")) ? "it is given more than once" : reason
+        }`
       )
     case "path":
       return refusal(400, "invalid_path", `Invalid path parameter '${field}': ${reason}`)

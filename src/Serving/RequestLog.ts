@@ -17,7 +17,10 @@ export type RequestLogger = (
   requestId: string
 ) => void
 
-export const makeRequestLogger = (runtime: Runtime.Runtime<never>, writer: RequestLogWriter | undefined): RequestLogger => {
+export const makeRequestLogger = (
+  runtime: Runtime.Runtime<never>,
+  writer: RequestLogWriter | undefined
+): RequestLogger => {
   const minimum = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMinimumLogLevel)
   if (!LogLevel.greaterThanEqual(LogLevel.Info, minimum)) return () => {}
   const runFork = Runtime.runFork(runtime)

@@ -73,7 +73,7 @@ export const makeServer = (options: ServerOptions): Server => {
       headers.set("x-request-id", requestId)
       headers.set("x-content-type-options", PROTECTIVE_HEADERS["x-content-type-options"])
       if (!headers.has("cache-control")) headers.set("cache-control", PROTECTIVE_HEADERS["cache-control"])
-      if (origin !== undefined) for (const name in origin) headers.set(name, origin[name])
+      if (origin !== undefined) { for (const name in origin) headers.set(name, origin[name]) }
     } else {
       const headers = { ...PROTECTIVE_HEADERS, ...served.headers, ...origin, "x-request-id": requestId }
       if (served.body === null) delete (headers as Record<string, string>)["content-type"]
@@ -106,7 +106,9 @@ export const makeServer = (options: ServerOptions): Server => {
         : respond(request, requestId, started, served, observed)
     const parentSpan = observed?.parentSpan
     const run = (body: Gate.ReadBody | undefined) =>
-      finish(serveEndpoint(route, { request, started, params, query: queryOf(request.url), body, requestId, parentSpan }))
+      finish(
+        serveEndpoint(route, { request, started, params, query: queryOf(request.url), body, requestId, parentSpan })
+      )
 
     const plan = Gate.bodyPlan(request.method, request.headers)
     if (plan === "none") return run(undefined)
@@ -135,7 +137,9 @@ export const makeServer = (options: ServerOptions): Server => {
     if (match === undefined) return refuse(request, requestId, started, Refusals.notFound(path), observed)
     const { entry, params } = match
     if (cors !== undefined && cors.isPreflight(method, request.headers)) {
-      const declared = [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.route.headerNames : [])
+      const declared = [...entry.targets.values()].flatMap((target) =>
+        target._tag === "Endpoint" ? target.route.headerNames : []
+      )
       const headers = cors.preflightHeaders(request.headers.get("origin"), entry.methods, declared)
       if (headers !== undefined) {
         const preflight = new Response(null, { status: 204, headers: { ...headers, "x-request-id": requestId } })

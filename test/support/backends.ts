@@ -58,8 +58,9 @@ const SKIPPED = "PostgreSQL (skipped: set TEST_DATABASE_URL)"
 
 /** Declares a PostgreSQL-only suite, given `TEST_DATABASE_URL`; without it the suite is reported as skipped. */
 export const describePostgres = (suite: (backend: Backend, url: string) => void) => {
-  if (TEST_DATABASE_URL !== undefined) describe("PostgreSQL", () => suite(postgres(TEST_DATABASE_URL!), TEST_DATABASE_URL!))
-  else describe.skip(SKIPPED, () => suite(postgres("postgres://unset"), "postgres://unset"))
+  if (TEST_DATABASE_URL !== undefined) {
+    describe("PostgreSQL", () => suite(postgres(TEST_DATABASE_URL!), TEST_DATABASE_URL!))
+  } else describe.skip(SKIPPED, () => suite(postgres("postgres://unset"), "postgres://unset"))
 }
 
 /** Declares the suite once per backend; without `TEST_DATABASE_URL`, the PostgreSQL one is reported as skipped. */

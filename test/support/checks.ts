@@ -30,12 +30,15 @@ export const expectErrorBody = (
 const decodePets = Schema.decodeUnknownSync(Schema.Array(Pet))
 
 /** A page of listPets: well-formed pets, ascending ids without duplicates, at most `limit` of them. */
-export const expectPage = (body: Json, options: { readonly limit?: number; readonly after?: number; readonly status?: string } = {}) => {
+export const expectPage = (
+  body: Json,
+  options: { readonly limit?: number; readonly after?: number; readonly status?: string } = {}
+) => {
   const pets = decodePets(body, { onExcessProperty: "error" })
   for (let i = 1; i < pets.length; i++) expect(pets[i].id, JSON.stringify(pets)).toBeGreaterThan(pets[i - 1].id)
   expect(pets.length).toBeLessThanOrEqual(options.limit ?? 20)
-  if (options.after !== undefined) for (const pet of pets) expect(pet.id).toBeGreaterThan(options.after)
-  if (options.status !== undefined) for (const pet of pets) expect(pet.status).toBe(options.status)
+  if (options.after !== undefined) { for (const pet of pets) expect(pet.id).toBeGreaterThan(options.after) }
+  if (options.status !== undefined) { for (const pet of pets) expect(pet.status).toBe(options.status) }
   return pets
 }
 

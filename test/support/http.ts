@@ -14,7 +14,10 @@ import * as Sql from "../../src/Sql.js"
 import type { Backend } from "./backends.js"
 
 export const ORIGIN = "http://petstore.test"
-export const servers: Servers = { production: "https://api.example.test/v1", staging: "https://staging.example.test/v1" }
+export const servers: Servers = {
+  production: "https://api.example.test/v1",
+  staging: "https://staging.example.test/v1"
+}
 
 type Fetch = (path: string, init?: RequestInit) => Promise<Response>
 
@@ -24,36 +27,43 @@ const makeClient = (fetch: Fetch, key?: string) =>
     transformClient: key === undefined ? undefined : HttpClient.mapRequest(HttpClientRequest.bearerToken(key))
   }).pipe(
     Effect.provide(FetchHttpClient.layer),
-    Effect.provideService(FetchHttpClient.Fetch, ((input: string | URL | Request, init?: RequestInit) =>
-      fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch)
+    Effect.provideService(
+      FetchHttpClient.Fetch,
+      ((input: string | URL | Request, init?: RequestInit) =>
+        fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch
+    )
   )
 
 /** A fresh application on the given database, disposed with the scope. */
 export const testServerOn = <E>(
   database: Layer.Layer<SqlClient.SqlClient, E>,
   options: { readonly corsOrigins?: ReadonlyArray<string> } = {}
-) => Effect.gen(function*() {
-  const context = yield* Layer.build(
-    Layer.mergeAll(WebHandlerLive({ servers, corsOrigins: Option.fromNullable(options.corsOrigins) }), ApiKeys.Default).pipe(
-      Layer.provideMerge(Lifecycle.Default),
-      Layer.provide(database)
+) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      Layer.mergeAll(
+        WebHandlerLive({ servers, corsOrigins: Option.fromNullable(options.corsOrigins) }),
+        ApiKeys.Default
+      ).pipe(
+        Layer.provideMerge(Lifecycle.Default),
+        Layer.provide(database)
+      )
     )
-  )
-  const handler = Context.get(context, WebHandler)
-  const keys = Context.get(context, ApiKeys)
-  const created = yield* keys.create("test")
-  const key = Redacted.value(created.key)
-  const fetch: Fetch = async (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
-  const client = yield* makeClient(fetch, key)
-  return {
-    fetch,
-    key,
-    keys,
-    client,
-    lifecycle: Context.get(context, Lifecycle),
-    clientWith: (other?: string) => makeClient(fetch, other)
-  }
-})
+    const handler = Context.get(context, WebHandler)
+    const keys = Context.get(context, ApiKeys)
+    const created = yield* keys.create("test")
+    const key = Redacted.value(created.key)
+    const fetch: Fetch = async (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
+    const client = yield* makeClient(fetch, key)
+    return {
+      fetch,
+      key,
+      keys,
+      client,
+      lifecycle: Context.get(context, Lifecycle),
+      clientWith: (other?: string) => makeClient(fetch, other)
+    }
+  })
 
 /** A fresh application with its own fresh database of the backend, disposed with the scope. */
 export const testServer = (backend: Backend) =>
@@ -67,5 +77,9 @@ export type Server = Effect.Effect.Success<typeof makeTestServer>
 /** JSON body and the key's authorization, for raw requests. */
 export const authorized = (key: string, init: RequestInit = {}): RequestInit => ({
   ...init,
-  headers: { authorization: `Bearer ${key}`, ...(init.body !== undefined ? { "content-type": "application/json" } : {}), ...init.headers }
+  headers: {
+    authorization: `Bearer ${key}`,
+    ...(init.body !== undefined ? { "content-type": "application/json" } : {}),
+    ...init.headers
+  }
 })

@@ -21,7 +21,10 @@ const OutageClient = Layer.scoped(
   SqlClient.SqlClient,
   Effect.gen(function*() {
     const outage = yield* Outage
-    const db = yield* Effect.acquireRelease(Effect.sync(() => new Database(":memory:")), (db) => Effect.sync(() => db.close()))
+    const db = yield* Effect.acquireRelease(
+      Effect.sync(() => new Database(":memory:")),
+      (db) => Effect.sync(() => db.close())
+    )
     const run = (sql: string, params: ReadonlyArray<unknown>, values = false) =>
       Effect.flatMap(outage.down, (down) =>
         down
@@ -29,12 +32,15 @@ const OutageClient = Layer.scoped(
           : Effect.try({
             try: () => {
               const statement = db.query(sql)
-              return (values ? statement.values(...(params as Array<any>)) : statement.all(...(params as Array<any>))) as Array<any>
+              return (values
+                ? statement.values(...(params as Array<any>))
+                : statement.all(...(params as Array<any>))) as Array<any>
             },
             catch: (cause) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
           }))
     const connection: Connection = {
-      execute: (sql, params, transformRows) => Effect.map(run(sql, params), (rows) => (transformRows ? transformRows(rows) : rows)),
+      execute: (sql, params, transformRows) =>
+        Effect.map(run(sql, params), (rows) => (transformRows ? transformRows(rows) : rows)),
       executeRaw: (sql, params) => run(sql, params),
       executeValues: (sql, params) => run(sql, params, true),
       executeUnprepared: (sql, params, transformRows) => connection.execute(sql, params, transformRows),

@@ -7,7 +7,7 @@
  * - `open`: traffic flows.
  */
 import { Effect, type Scope } from "effect"
-import { createServer, type Server, type Socket, connect } from "node:net"
+import { connect, createServer, type Server, type Socket } from "node:net"
 
 export type Mode = "open" | "refuse" | "blackhole"
 
@@ -66,7 +66,11 @@ export const makeProxy = (target: { readonly host: string; readonly port: number
         const listening = createServer(accept)
         server = listening
         listening.once("error", (error) => resume(Effect.die(error)))
-        listening.listen(port, "127.0.0.1", () => resume(Effect.succeed((listening.address() as { port: number }).port)))
+        listening.listen(
+          port,
+          "127.0.0.1",
+          () => resume(Effect.succeed((listening.address() as { port: number }).port))
+        )
       })
     const close = Effect.async<void>((resume) => {
       const closing = server
@@ -88,7 +92,7 @@ export const makeProxy = (target: { readonly host: string; readonly port: number
         mode = next
         if (next === "refuse" && previous !== "refuse") yield* close
         if (next !== "refuse" && previous === "refuse") yield* listen(port)
-        if (next === "open") for (const link of links) flush(link)
+        if (next === "open") { for (const link of links) flush(link) }
       })
 
     return { port, set } satisfies Proxy

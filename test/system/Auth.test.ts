@@ -15,7 +15,10 @@ import { Connection, type RawResponse } from "./support/raw.js"
 let database: string
 let server: Petstore
 let connection: Connection
-const keys: Record<"valid" | "revokedBefore" | "revokedWhileRunning" | "issuedWhileRunning", { key: string; id: string }> = {} as any
+const keys: Record<
+  "valid" | "revokedBefore" | "revokedWhileRunning" | "issuedWhileRunning",
+  { key: string; id: string }
+> = {} as any
 let petId: number
 
 beforeAll(async () => {
@@ -36,19 +39,29 @@ afterAll(async () => {
   await stopAll()
 })
 
-const as = (key: string | undefined): Record<string, string> => key === undefined ? {} : { authorization: `Bearer ${key}` }
+const as = (key: string | undefined): Record<string, string> =>
+  key === undefined ? {} : { authorization: `Bearer ${key}` }
 
 const operations = {
   listPets: (key?: string) => connection.request("GET", "/v1/pets?limit=5", as(key)),
   createPet: (key?: string) =>
-    connection.request("POST", "/v1/pets", { ...as(key), "content-type": "application/json" }, JSON.stringify({ name: "Guarded", categoryId: 1 })),
+    connection.request(
+      "POST",
+      "/v1/pets",
+      { ...as(key), "content-type": "application/json" },
+      JSON.stringify({ name: "Guarded", categoryId: 1 })
+    ),
   getPet: (key?: string) => connection.request("GET", `/v1/pets/${petId}`, as(key))
 }
 const OPERATIONS = Object.entries(operations)
 const SUCCESS: Record<string, number> = { listPets: 200, createPet: 201, getPet: 200 }
 
 const expectRefused = (response: RawResponse) => {
-  expectErrorBody({ status: response.status, contentType: response.headers["content-type"] ?? null, body: response.json }, 401, "unauthorized")
+  expectErrorBody(
+    { status: response.status, contentType: response.headers["content-type"] ?? null, body: response.json },
+    401,
+    "unauthorized"
+  )
   expect(response.headers["www-authenticate"]).toMatch(/^Bearer\b/)
 }
 
@@ -75,7 +88,9 @@ describe("refused keys", () => {
   }
 
   it("a key revoked with the CLI while the server runs is refused on every operation within a second", async () => {
-    for (const [name, operation] of OPERATIONS) expect((await operation(keys.revokedWhileRunning.key)).status).toBe(SUCCESS[name])
+    for (const [name, operation] of OPERATIONS) {
+      expect((await operation(keys.revokedWhileRunning.key)).status).toBe(SUCCESS[name])
+    }
     revokeKey(database, keys.revokedWhileRunning.id)
     const deadline = Date.now() + 1000
     for (;;) {
@@ -129,7 +144,15 @@ describe("no key in clear text at rest", () => {
     const bytes = Buffer.concat(stored.map((file) => readFileSync(file)))
     for (const { key } of Object.values(keys)) {
       const secret = secretOf(key)
-      for (const text of [key, secret, secret.slice(0, 16), Buffer.from(key).toString("base64"), Buffer.from(key).toString("hex")]) {
+      for (
+        const text of [
+          key,
+          secret,
+          secret.slice(0, 16),
+          Buffer.from(key).toString("base64"),
+          Buffer.from(key).toString("hex")
+        ]
+      ) {
         expect(bytes.includes(Buffer.from(text)), `a key's text is in the database files`).toBe(false)
         expect(bytes.includes(Buffer.from(text, "utf16le")), `a key's UTF-16 text is in the database files`).toBe(false)
       }

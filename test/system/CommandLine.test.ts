@@ -12,7 +12,11 @@ import { BINARY, createKey, scratchDirectory, startPetstore, stopAll } from "./s
 afterAll(stopAll)
 
 /** Runs the executable to its end with only the environment given (and PATH), from `cwd`. */
-const petstore = (args: ReadonlyArray<string>, env: Record<string, string> = {}, options: { readonly cwd?: string; readonly as?: number } = {}) => {
+const petstore = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {},
+  options: { readonly cwd?: string; readonly as?: number } = {}
+) => {
   const command = options.as === undefined
     ? [BINARY, ...args]
     : ["setpriv", `--reuid=${options.as}`, `--regid=${options.as}`, "--clear-groups", BINARY, ...args]
@@ -25,6 +29,7 @@ const petstore = (args: ReadonlyArray<string>, env: Record<string, string> = {},
   return { status: result.status, stdout: result.stdout, stderr: result.stderr }
 }
 
+// eslint-disable-next-line no-control-regex -- a colour code is what is looked for
 const ANSI = /\x1b\[/
 const STACK_LINE = /^\s+at /m
 
@@ -66,7 +71,10 @@ describe("usage errors: exit 2, the command named, its help pointed to", () => {
     [["keys", "revoke", "nope"], `petstore keys revoke: ID: a key id is 12 hexadecimal digits (got "nope").`],
     [["keys"], "petstore keys: a command is needed: create, list or revoke."],
     [["serve", "--bogus"], "petstore serve: '--bogus' is not an option of this command, or its value is missing."],
-    [["keys", "list", "--database"], "petstore keys list: '--database' is not an option of this command, or its value is missing."],
+    [
+      ["keys", "list", "--database"],
+      "petstore keys list: '--database' is not an option of this command, or its value is missing."
+    ],
     [["openapi", "extra"], "petstore openapi: unexpected argument 'extra'."]
   ]
   for (const [args, message] of cases) {
@@ -84,7 +92,10 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
   const cases: ReadonlyArray<readonly [Record<string, string>, string]> = [
     [{ PORT: "99999" }, `petstore: PORT must be an integer from 1 to 65535 (got "99999")`],
     [{ PORT: "abc" }, `petstore: PORT must be an integer from 1 to 65535 (got "abc")`],
-    [{ SHUTDOWN_TIMEOUT: "soon" }, `petstore: SHUTDOWN_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds or 1 minute (got "soon")`],
+    [
+      { SHUTDOWN_TIMEOUT: "soon" },
+      `petstore: SHUTDOWN_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds or 1 minute (got "soon")`
+    ],
     [
       { DATABASE_URL: "postgres://u:p@127.0.0.1:1/db", DB_STARTUP_TIMEOUT: "2 parsecs" },
       `petstore: DB_STARTUP_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds or 1 minute (got "2 parsecs")`
@@ -101,7 +112,10 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
 
   it("durations take 2s, 500ms and 2 seconds", async () => {
     for (const timeout of ["2s", "500ms", "2 seconds"]) {
-      const server = await startPetstore({ database: join(scratchDirectory(), "pets.db"), env: { SHUTDOWN_TIMEOUT: timeout } })
+      const server = await startPetstore({
+        database: join(scratchDirectory(), "pets.db"),
+        env: { SHUTDOWN_TIMEOUT: timeout }
+      })
       expect((await server.kill("SIGTERM")).code).toBe(0)
     }
   })
@@ -138,7 +152,11 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
 
   it("a directory", () => {
     const directory = scratchDirectory()
-    expectExplained(petstore(["keys", "list"], { DATABASE_URL: directory }), `${directory}, which cannot`, "it is a directory")
+    expectExplained(
+      petstore(["keys", "list"], { DATABASE_URL: directory }),
+      `${directory}, which cannot`,
+      "it is a directory"
+    )
   })
 
   // The process's user must not be root for permissions to matter: as root, the tests run these as `nobody`.
@@ -173,7 +191,10 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
     chmodSync(volume, 0o755)
     if (!isRoot) chmodSync(volume, 0o555)
     expectExplained(
-      petstore(["serve"], { DATABASE_URL: join(volume, "pets.db"), HOST: "127.0.0.1" }, { ...unprivileged, cwd: directory }),
+      petstore(["serve"], { DATABASE_URL: join(volume, "pets.db"), HOST: "127.0.0.1" }, {
+        ...unprivileged,
+        cwd: directory
+      }),
       user,
       `cannot write the directory ${volume}`,
       /Run petstore as its owner, or give .* write access/
@@ -198,7 +219,11 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
 describe("the keys commands: the result on stdout, the rest on stderr", () => {
   it("keys create prints only the key on stdout; its logs go to stderr in the configured format", () => {
     const database = join(scratchDirectory(), "pets.db")
-    const created = petstore(["keys", "create", "--name", "ci"], { DATABASE_URL: database, LOG_LEVEL: "debug", LOG_FORMAT: "json" })
+    const created = petstore(["keys", "create", "--name", "ci"], {
+      DATABASE_URL: database,
+      LOG_LEVEL: "debug",
+      LOG_FORMAT: "json"
+    })
     expect(created.status).toBe(0)
     expect(created.stdout).toMatch(/^psk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}\n$/)
     const [note, ...logs] = created.stderr.trim().split("\n").reverse()
@@ -248,7 +273,9 @@ describe("healthcheck", () => {
   it("without a server, names the address and says what to check", () => {
     const result = petstore(["healthcheck"], { HOST: "127.0.0.1", PORT: "1" })
     expect(result.status).toBe(1)
-    expect(result.stderr).toMatch(/^petstore: no server answers at http:\/\/127\.0\.0\.1:1\/healthz \(connection refused\)\./)
+    expect(result.stderr).toMatch(
+      /^petstore: no server answers at http:\/\/127\.0\.0\.1:1\/healthz \(connection refused\)\./
+    )
     expect(result.stderr).toContain("Set HOST and PORT")
   })
 })

@@ -71,7 +71,9 @@ describe("concurrent creates and lists", () => {
           const limit = 1 + ((n * 31 + r) % 100)
           const after = created.length === 0 ? 0 : created[(n * 17) % created.length].id
           const status = n % 4 === 3 ? undefined : STATUSES[n % 3]
-          const query = `limit=${limit}${after === 0 ? "" : `&after=${after}`}${status === undefined ? "" : `&status=${status}`}`
+          const query = `limit=${limit}${after === 0 ? "" : `&after=${after}`}${
+            status === undefined ? "" : `&status=${status}`
+          }`
           const response = await listPets(connection, key, `/v1/pets?${query}`)
           expect(response.status, response.text).toBe(200)
           const page = expectPage(response.json, { limit, after, ...(status === undefined ? {} : { status }) })

@@ -53,10 +53,15 @@ describe("SIGTERM under load", () => {
     let stopping = false
 
     const worker = async (n: number) => {
-      for (let i = 0; ; i++) {
+      for (let i = 0;; i++) {
         const id = `drain-${n}-${i}`
         // One connection per request, so that a request is either read by the server or not at all.
-        const headers = { authorization: `Bearer ${key}`, "content-type": "application/json", connection: "close", "x-request-id": id }
+        const headers = {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          connection: "close",
+          "x-request-id": id
+        }
         const request = i % 2 === 0
           ? fetch(`${server.origin}/v1/pets`, {
             method: "POST",
@@ -114,7 +119,9 @@ describe("SIGTERM under load", () => {
     const stored = new Map<number, unknown>()
     let next: string | undefined = "/v1/pets?limit=100"
     while (next !== undefined) {
-      const response: Response = await fetch(`${restarted.origin}${next}`, { headers: { authorization: `Bearer ${key}` } })
+      const response: Response = await fetch(`${restarted.origin}${next}`, {
+        headers: { authorization: `Bearer ${key}` }
+      })
       for (const pet of (await response.json()) as Array<{ id: number }>) stored.set(pet.id, pet)
       next = /^<([^>]+)>; rel="next"$/.exec(response.headers.get("link") ?? "")?.[1]
     }
@@ -145,7 +152,9 @@ describe("SIGTERM with a request in flight", () => {
     expect((await exit).code).toBe(0)
 
     const restarted = await startPetstore({ database })
-    const pets = await fetch(`${restarted.origin}/v1/pets`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json())
+    const pets = await fetch(`${restarted.origin}/v1/pets`, { headers: { authorization: `Bearer ${key}` } }).then((r) =>
+      r.json()
+    )
     await restarted.kill("SIGTERM")
     expect(pets).toMatchObject([{ name: "Slow", categoryId: 7, status: "available" }])
   })

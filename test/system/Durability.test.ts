@@ -63,7 +63,11 @@ describe("durability under SIGKILL", () => {
       const firstIds: Array<number> = []
       await Promise.all(connections.map(async (connection, c) => {
         for (let i = 0;; i++) {
-          const pet = { name: `round ${round} connection ${c} pet ${i}`, categoryId: 1 + ((c * 7919 + i) % 1000), status: STATUSES[(c + i) % 3] }
+          const pet = {
+            name: `round ${round} connection ${c} pet ${i}`,
+            categoryId: 1 + ((c * 7919 + i) % 1000),
+            status: STATUSES[(c + i) % 3]
+          }
           sent.set(pet.name, { categoryId: pet.categoryId, status: pet.status })
           let response
           try {

@@ -11,12 +11,14 @@ import { createKey, scratchDirectory, startPetstore, stopAll } from "./support/p
 const VERSION = JSON.parse(readFileSync(resolve(import.meta.dirname, "../../package.json"), "utf8")).version
 
 const lines = (output: string) =>
-  output.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as {
-    message: string
-    logLevel: string
-    timestamp: string
-    annotations: Record<string, unknown>
-  })
+  output.split("\n").filter((line) => line.startsWith("{")).map((line) =>
+    JSON.parse(line) as {
+      message: string
+      logLevel: string
+      timestamp: string
+      annotations: Record<string, unknown>
+    }
+  )
 
 describe("logs", () => {
   afterAll(stopAll)
@@ -25,7 +27,9 @@ describe("logs", () => {
     const database = `${scratchDirectory()}/logs.db`
     const { id: keyId, key } = createKey(database)
     const server = await startPetstore({ database })
-    await fetch(`${server.origin}/v1/pets?limit=5&status=sold`, { headers: { authorization: `Bearer ${key}`, "x-request-id": "log-1" } })
+    await fetch(`${server.origin}/v1/pets?limit=5&status=sold`, {
+      headers: { authorization: `Bearer ${key}`, "x-request-id": "log-1" }
+    })
     await fetch(`${server.origin}/v1/pets`, { headers: { authorization: "Bearer not-a-key", "x-request-id": "log-2" } })
     await fetch(`${server.origin}/v1/nowhere?token=secret`, { headers: { "x-request-id": "log-3" } })
     expect((await server.kill("SIGTERM")).code).toBe(0)
@@ -35,7 +39,9 @@ describe("logs", () => {
     const startup = log.find((line) => line.message === "petstore is listening")!
     expect(startup.annotations).toMatchObject({ version: VERSION, database, address: server.origin })
 
-    const requests = new Map(log.filter((line) => line.message === "request").map((line) => [line.annotations.requestId, line]))
+    const requests = new Map(
+      log.filter((line) => line.message === "request").map((line) => [line.annotations.requestId, line])
+    )
     const listed = requests.get("log-1")!
     expect(listed.logLevel).toBe("INFO")
     expect(Date.parse(listed.timestamp)).not.toBeNaN()

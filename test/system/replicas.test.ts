@@ -139,41 +139,45 @@ describe.skipIf(SERVER_URL === undefined)(postgresOnly("two replicas on one Post
     ;({ key } = await issueKey("system"))
   }, 60_000)
 
-  it("pets created through both at once get unique ids, and both list the same catalogue in the same order", async () => {
-    const created = await Promise.all(
-      Array.from({ length: 60 }, (_, i) =>
-        request(i % 2 === 0 ? a : b, "/v1/pets", key, {
-          name: `Pet ${i}`,
-          categoryId: 1 + (i % 5),
-          status: ["available", "pending", "sold"][i % 3]
-        }))
-    )
-    for (const answer of created) {
-      expect(answer.status).toBe(201)
-      expect(typeof answer.body.id).toBe("number")
-      expect(answer.headers.get("location")).toBe(`/v1/pets/${answer.body.id}`)
-    }
-    const pets = created.map((answer) => answer.body as Pet)
-    expect(new Set(pets.map((pet) => pet.id)).size).toBe(60)
+  it(
+    "pets created through both at once get unique ids, and both list the same catalogue in the same order",
+    async () => {
+      const created = await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          request(i % 2 === 0 ? a : b, "/v1/pets", key, {
+            name: `Pet ${i}`,
+            categoryId: 1 + (i % 5),
+            status: ["available", "pending", "sold"][i % 3]
+          }))
+      )
+      for (const answer of created) {
+        expect(answer.status).toBe(201)
+        expect(typeof answer.body.id).toBe("number")
+        expect(answer.headers.get("location")).toBe(`/v1/pets/${answer.body.id}`)
+      }
+      const pets = created.map((answer) => answer.body as Pet)
+      expect(new Set(pets.map((pet) => pet.id)).size).toBe(60)
 
-    const [fromA, fromB] = await Promise.all([a, b].map((replica) => request(replica, "/v1/pets?limit=100", key)))
-    expect(fromA.body).toEqual(fromB.body)
-    expect(fromA.body).toEqual([...pets].sort((x, y) => x.id - y.id))
+      const [fromA, fromB] = await Promise.all([a, b].map((replica) => request(replica, "/v1/pets?limit=100", key)))
+      expect(fromA.body).toEqual(fromB.body)
+      expect(fromA.body).toEqual([...pets].sort((x, y) => x.id - y.id))
 
-    // Pages walked alternately through both replicas meet every pet once, in order.
-    const walked: Array<Pet> = []
-    let next: string | undefined = "/v1/pets?status=pending&limit=7"
-    for (let i = 0; next !== undefined; i++) {
-      const page = await request(i % 2 === 0 ? b : a, next, key)
-      walked.push(...page.body)
-      next = /^<([^>]+)>; rel="next"$/.exec(page.headers.get("link") ?? "")?.[1]
-    }
-    expect(walked).toEqual(fromA.body.filter((pet: Pet) => pet.status === "pending"))
+      // Pages walked alternately through both replicas meet every pet once, in order.
+      const walked: Array<Pet> = []
+      let next: string | undefined = "/v1/pets?status=pending&limit=7"
+      for (let i = 0; next !== undefined; i++) {
+        const page = await request(i % 2 === 0 ? b : a, next, key)
+        walked.push(...page.body)
+        next = /^<([^>]+)>; rel="next"$/.exec(page.headers.get("link") ?? "")?.[1]
+      }
+      expect(walked).toEqual(fromA.body.filter((pet: Pet) => pet.status === "pending"))
 
-    // A pet created through one replica is found through the other.
-    const one = pets.find((pet) => pet.name === "Pet 0")!
-    expect((await request(b, `/v1/pets/${one.id}`, key)).body).toEqual(one)
-  }, 60_000)
+      // A pet created through one replica is found through the other.
+      const one = pets.find((pet) => pet.name === "Pet 0")!
+      expect((await request(b, `/v1/pets/${one.id}`, key)).body).toEqual(one)
+    },
+    60_000
+  )
 
   it("a key revoked with `petstore keys revoke` is refused by both replicas within a second", async () => {
     const doomed = await issueKey("doomed")
@@ -194,31 +198,35 @@ describe.skipIf(SERVER_URL === undefined)(postgresOnly("two replicas on one Post
     expect((await request(a, "/v1/pets?limit=1", key)).status).toBe(200)
   }, 30_000)
 
-  it("while the database is unreachable a replica answers 503 within seconds, and recovers without a restart", async () => {
-    const target = new URL(databaseUrl)
-    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const proxy = yield* makeProxy({ host: target.hostname, port: Number(target.port || 5432) })
-      const through = new URL(databaseUrl)
-      through.host = `127.0.0.1:${proxy.port}`
-      const c = yield* Effect.promise(() =>
-        startReplica({ DATABASE_URL: through.href, DB_CONNECT_TIMEOUT: "1 second", DB_QUERY_TIMEOUT: "1 second" })
-      )
-      yield* Effect.promise(() => ready(c))
-      for (const mode of ["refuse", "blackhole"] as const) {
-        yield* proxy.set(mode)
-        for (const path of ["/readyz", "/v1/pets?limit=1"]) {
-          const started = Date.now()
-          const answer = yield* Effect.promise(() => request(c, path, key))
-          expect([mode, path, answer.status, answer.body.code]).toEqual([mode, path, 503, "unavailable"])
-          expect(Date.now() - started).toBeLessThan(4_000)
-        }
-        yield* proxy.set("open")
+  it(
+    "while the database is unreachable a replica answers 503 within seconds, and recovers without a restart",
+    async () => {
+      const target = new URL(databaseUrl)
+      await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+        const proxy = yield* makeProxy({ host: target.hostname, port: Number(target.port || 5432) })
+        const through = new URL(databaseUrl)
+        through.host = `127.0.0.1:${proxy.port}`
+        const c = yield* Effect.promise(() =>
+          startReplica({ DATABASE_URL: through.href, DB_CONNECT_TIMEOUT: "1 second", DB_QUERY_TIMEOUT: "1 second" })
+        )
         yield* Effect.promise(() => ready(c))
-        expect((yield* Effect.promise(() => request(c, "/v1/pets?limit=1", key))).status).toBe(200)
-      }
-      expect(yield* Effect.promise(() => c.stop())).toBe(0)
-    })))
-  }, 60_000)
+        for (const mode of ["refuse", "blackhole"] as const) {
+          yield* proxy.set(mode)
+          for (const path of ["/readyz", "/v1/pets?limit=1"]) {
+            const started = Date.now()
+            const answer = yield* Effect.promise(() => request(c, path, key))
+            expect([mode, path, answer.status, answer.body.code]).toEqual([mode, path, 503, "unavailable"])
+            expect(Date.now() - started).toBeLessThan(4_000)
+          }
+          yield* proxy.set("open")
+          yield* Effect.promise(() => ready(c))
+          expect((yield* Effect.promise(() => request(c, "/v1/pets?limit=1", key))).status).toBe(200)
+        }
+        expect(yield* Effect.promise(() => c.stop())).toBe(0)
+      })))
+    },
+    60_000
+  )
 
   it("stop cleanly on SIGTERM, and never log the database password", async () => {
     for (const replica of [a, b]) {

@@ -15,7 +15,12 @@ export interface NewPetBody {
 }
 
 export const createPet = (connection: Connection, key: string, pet: NewPetBody): Promise<RawResponse> =>
-  connection.request("POST", "/v1/pets", { authorization: `Bearer ${key}`, "content-type": "application/json" }, JSON.stringify(pet))
+  connection.request(
+    "POST",
+    "/v1/pets",
+    { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    JSON.stringify(pet)
+  )
 
 export const listPets = (connection: Connection, key: string, target: string): Promise<RawResponse> =>
   connection.request("GET", target, { authorization: `Bearer ${key}` })

@@ -13,7 +13,9 @@ export const BINARY = resolve(import.meta.dirname, "../../../dist/petstore")
 
 const LOOPBACK = "127.0.0.1"
 
-if (!existsSync(BINARY)) throw new Error(`${BINARY} is missing: run the system tests with 'npm run test:system', which builds it`)
+if (!existsSync(BINARY)) {
+  throw new Error(`${BINARY} is missing: run the system tests with 'npm run test:system', which builds it`)
+}
 
 /** A port nothing listens on right now: the kernel's pick for port 0. */
 export const freePort = () =>
@@ -22,7 +24,9 @@ export const freePort = () =>
     server.once("error", fail)
     server.listen(0, LOOPBACK, () => {
       const address = server.address()
-      server.close(() => typeof address === "object" && address !== null ? done(address.port) : fail(new Error("no port")))
+      server.close(() =>
+        typeof address === "object" && address !== null ? done(address.port) : fail(new Error("no port"))
+      )
     })
   })
 
@@ -37,7 +41,11 @@ export const scratchDirectory = () => {
 
 /** Runs a command of the executable to its end. */
 export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
-  const result = spawnSync(BINARY, args, { env: { ...process.env, LOG_FORMAT: "json", ...env }, encoding: "utf8", timeout: 20_000 })
+  const result = spawnSync(BINARY, args, {
+    env: { ...process.env, LOG_FORMAT: "json", ...env },
+    encoding: "utf8",
+    timeout: 20_000
+  })
   if (result.status !== 0) {
     throw new Error(`petstore ${args.join(" ")} exited with ${result.status}: ${result.stderr}${result.stdout}`)
   }
@@ -46,7 +54,9 @@ export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {
 
 /** `petstore keys create`: the key, alone on the last line of stdout, and its id. */
 export const createKey = (database: string, name = "system") => {
-  const lines = run(["keys", "create", "--name", name, "--database", database]).stdout.split("\n").filter((line) => line.trim() !== "")
+  const lines = run(["keys", "create", "--name", name, "--database", database]).stdout.split("\n").filter((line) =>
+    line.trim() !== ""
+  )
   const key = lines[lines.length - 1].trim()
   const id = /^psk_([0-9a-f]{12})_/.exec(key)?.[1]
   if (id === undefined) throw new Error(`keys create printed no key: ${lines.join("\n")}`)
@@ -65,7 +75,9 @@ export interface Petstore {
   /** Whether the process is still running. */
   readonly alive: () => boolean
   /** Sends the signal to the petstore process and waits until it has exited. */
-  readonly kill: (signal: NodeJS.Signals) => Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+  readonly kill: (
+    signal: NodeJS.Signals
+  ) => Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
 }
 
 const running = new Set<ChildProcess>()
@@ -164,5 +176,7 @@ export const stopAll = async () => {
 }
 
 process.once("exit", () => {
-  for (const child of running) if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, "SIGKILL")
+  for (const child of running) {
+    if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, "SIGKILL")
+  }
 })

@@ -123,7 +123,11 @@ export const exchange = (
   })
 
 /** Bytes of a request: the request line, the headers as given (nothing added), and the body. */
-export const requestBytes = (line: string, headers: ReadonlyArray<readonly [string, string]>, body: Buffer | string = "") =>
+export const requestBytes = (
+  line: string,
+  headers: ReadonlyArray<readonly [string, string]>,
+  body: Buffer | string = ""
+) =>
   Buffer.concat([
     Buffer.from(`${line}\r\n${headers.map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n`, "latin1"),
     typeof body === "string" ? Buffer.from(body, "utf8") : body
@@ -132,7 +136,11 @@ export const requestBytes = (line: string, headers: ReadonlyArray<readonly [stri
 /** A persistent HTTP/1.1 connection that sends one request at a time and reads its response. */
 export class Connection {
   private data = Buffer.alloc(0)
-  private waiting: { readonly head: boolean; readonly done: (r: RawResponse) => void; readonly fail: (e: Error) => void } | undefined
+  private waiting: {
+    readonly head: boolean
+    readonly done: (r: RawResponse) => void
+    readonly fail: (e: Error) => void
+  } | undefined
   private closed = false
 
   private constructor(private readonly socket: Socket) {
