@@ -115,27 +115,31 @@ describe("requests that end early", () => {
       })
     )
 
+  /** The application on that repository, and a key: its list requests wait until interrupted. */
+  const waitingServer = (options: { readonly pipeline?: boolean; readonly requestTimeout?: Duration.Duration }) =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const interrupted = yield* Deferred.make<void>()
+      const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
+      const context = yield* Layer.build(
+        Layer.mergeAll(
+          webHandlerFrom(
+            RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])),
+            { corsOrigins: Option.none(), ...options }
+          ),
+          ApiKeys.Default
+        ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))
+      )
+      const key = Redacted.value((yield* Context.get(context, ApiKeys).create("waiting")).key)
+      return { started, interrupted, key, server: Context.get(context, WebHandler) }
+    })
+
   for (const pipeline of [true, false]) {
     it.live(`a client that goes away interrupts the request's fiber (${pipeline ? "pipeline" : "HttpApi app"})`, () =>
       Effect.scoped(Effect.gen(function*() {
-        const started = yield* Deferred.make<void>()
-        const interrupted = yield* Deferred.make<void>()
-        const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
-        const context = yield* Layer.build(
-          Layer.mergeAll(
-            webHandlerFrom(
-              RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])),
-              {
-                corsOrigins: Option.none(),
-                pipeline
-              }
-            ),
-            ApiKeys.Default
-          ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))
-        )
-        const key = Redacted.value((yield* Context.get(context, ApiKeys).create("abort")).key)
+        const { interrupted, key, server, started } = yield* waitingServer({ pipeline })
         const controller = new AbortController()
-        const answer = Context.get(context, WebHandler)(
+        const answer = server(
           new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` }, signal: controller.signal })
         )
         expect(answer).toBeInstanceOf(Promise)
@@ -147,26 +151,9 @@ describe("requests that end early", () => {
 
   it.live("a request past REQUEST_TIMEOUT is interrupted and answered 503 unavailable, with Retry-After", () =>
     Effect.scoped(Effect.gen(function*() {
-      const started = yield* Deferred.make<void>()
-      const interrupted = yield* Deferred.make<void>()
-      const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
-      const context = yield* Layer.build(
-        Layer.mergeAll(
-          webHandlerFrom(
-            RoutesLive(servers).pipe(Layer.provide([waitingRepo(started, interrupted), ApiKeys.Default])),
-            {
-              corsOrigins: Option.none(),
-              requestTimeout: Duration.millis(300)
-            }
-          ),
-          ApiKeys.Default
-        ).pipe(Layer.provide(Lifecycle.Default), Layer.provide(database))
-      )
-      const key = Redacted.value((yield* Context.get(context, ApiKeys).create("late")).key)
+      const { interrupted, key, server } = yield* waitingServer({ requestTimeout: Duration.millis(300) })
       const response = yield* Effect.promise(async () =>
-        Context.get(context, WebHandler)(
-          new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` } })
-        )
+        server(new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` } }))
       )
       expect(response.status).toBe(503)
       expect(response.headers.get("retry-after")).toBe("1")
