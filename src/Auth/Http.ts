@@ -57,15 +57,17 @@ export const AuthorizationLive = Layer.effect(
   Effect.gen(function*() {
     const { check } = yield* BearerCheck
     const rateLimits = yield* RateLimits
-    return Authorization.of({
-      // HttpApi hands over the header minus its first 7 characters; the header itself is read to check the scheme.
-      bearerAuth: () =>
-        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => check(request.headers.authorization)).pipe(
-          Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
-          // The request's log lines, its `request` line included, name the key that authenticated it (never the key).
-          Effect.tap((key) => annotateRequest("keyId", key.id)),
-          Effect.tap((key) => rateLimits.consume(key.id))
-        )
-    })
+    // HttpApi hands over the header minus its first 7 characters; the header itself is read to check the scheme. The
+    // effect is made once: each request runs it, rather than building it anew.
+    const authorize = Effect.flatMap(
+      HttpServerRequest.HttpServerRequest,
+      (request) => check(request.headers.authorization)
+    ).pipe(
+      Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
+      // The request's log lines, its `request` line included, name the key that authenticated it (never the key).
+      Effect.tap((key) => annotateRequest("keyId", key.id)),
+      Effect.tap((key) => rateLimits.consume(key.id))
+    )
+    return Authorization.of({ bearerAuth: () => authorize })
   })
 ).pipe(Layer.provide(RateLimits.Default))
