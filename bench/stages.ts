@@ -90,6 +90,8 @@ const program = Effect.gen(function*() {
   const emptyPipeline = makePipeline(runtime, [emptyGet, bareGet], Duration.seconds(15))
   const page = runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.orDie))
 
+  // The input of a get one, as the server hands it to the pipeline.
+  const getInput = { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }
   const rows: Array<readonly [string, number]> = [
     ["a new Request (the test's own cost, in every whole-request row)", cpu(() => new Request(url, { headers }))],
     ["whole request: get one", yield* Effect.promise(() => cpuAsync(() => server(new Request(url, { headers }))))],
@@ -128,35 +130,15 @@ const program = Effect.gen(function*() {
     ],
     [
       "the pipeline alone: get one (fiber, middleware, decode, handler, encode)",
-      cpu(() =>
-        pipeline(getPet, { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" })
-      )
+      cpu(() => pipeline(getPet, getInput))
     ],
     [
       "  the same with a handler that does nothing",
-      cpu(() =>
-        emptyPipeline(emptyGet, {
-          request,
-          started: 0,
-          params: { petId: "5000" },
-          query: {},
-          body: undefined,
-          requestId: "x"
-        })
-      )
+      cpu(() => emptyPipeline(emptyGet, getInput))
     ],
     [
       "  the same without middleware either",
-      cpu(() =>
-        emptyPipeline(bareGet, {
-          request,
-          started: 0,
-          params: { petId: "5000" },
-          query: {},
-          body: undefined,
-          requestId: "x"
-        })
-      )
+      cpu(() => emptyPipeline(bareGet, getInput))
     ],
     [
       "handler: get one (its SQLite read included)",
