@@ -3,3 +3,10 @@
  * `psk_`, the 12-hex-digit key id, `_`, and 43 base64url characters (256 random bits).
  */
 export const API_KEY_FORMAT = /^psk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$/
+
+/** The secret part of a key: its 43 characters may contain `_` themselves, so it is not what follows the last `_`. */
+export const secretOf = (key: string): string => {
+  const secret = API_KEY_FORMAT.exec(key)?.[2]
+  if (secret === undefined) throw new Error(`not a key: ${key}`)
+  return secret
+}

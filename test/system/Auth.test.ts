@@ -8,7 +8,7 @@ import { createHash, randomBytes } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { expectErrorBody } from "../support/checks.js"
-import { API_KEY_FORMAT } from "../support/keys.js"
+import { secretOf } from "../support/keys.js"
 import { createKey, type Petstore, revokeKey, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
 import { Connection, type RawResponse } from "./support/raw.js"
 
@@ -123,13 +123,6 @@ describe("refused keys", () => {
     expect((await operations.listPets(key)).status).toBe(200)
   })
 })
-
-/** The secret part of a key: its 43 characters may contain `_` themselves, so it is not what follows the last `_`. */
-const secretOf = (key: string) => {
-  const secret = API_KEY_FORMAT.exec(key)?.[2]
-  if (secret === undefined) throw new Error(`not a key: ${key}`)
-  return secret
-}
 
 describe("no key in clear text at rest", () => {
   const files = () => ["", "-wal", "-shm"].map((suffix) => database + suffix).filter((file) => existsSync(file))
