@@ -95,6 +95,3 @@ export const checkBody = (bytes: Uint8Array, headers: HeaderView): ReadBody | Re
   const read = readJsonBody(bytes)
   return "problem" in read ? Refusals.invalidJson(read.problem) : read
 }
-
-export const isRefusal = (u: unknown): u is Refusals.Refusal =>
-  typeof u === "object" && u !== null && "code" in u && "status" in u && !(u instanceof Uint8Array)
