@@ -27,6 +27,23 @@ const series = <Type extends MetricKeyType.MetricKeyType.Untyped>(
     MetricKey.taggedWithLabels(key, Object.entries(labels).map(([name, value]) => MetricLabel.make(name, value)))
   )
 
+/**
+ * The series of a histogram by their label values, each made once: looking a series up in the registry on every update
+ * (what `Metric.tagged` does) costs the hot path; a map of the series already made does not.
+ */
+const histogramSeries = (key: MetricKey.MetricKey<MetricKeyType.MetricKeyType.Histogram>) => {
+  const made = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, unknown>>()
+  return (labels: Record<string, string>) => {
+    const id = Object.values(labels).join(" ")
+    let histogram = made.get(id)
+    if (histogram === undefined) {
+      histogram = series(key, labels)
+      made.set(id, histogram)
+    }
+    return histogram
+  }
+}
+
 const requestDurationKey = MetricKey.histogram(
   "http_server_request_duration_seconds",
   MetricBoundaries.fromIterable(REQUEST_BUCKETS),
@@ -60,42 +77,22 @@ const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", 
 
 export const methodLabel = (method: string): string => (KNOWN_METHODS.has(method) ? method : "_OTHER")
 
-const byRequestKind = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, unknown>>()
+const requestDurations = histogramSeries(requestDurationKey)
 
 /** One answered request. `route` is the route template (`/v1/pets/{petId}`), `""` when no route matched. */
-export const recordRequest = (method: string, route: string, status: number, seconds: number): void => {
-  const key = `${method} ${route} ${status}`
-  let histogram = byRequestKind.get(key)
-  if (histogram === undefined) {
-    histogram = series(requestDurationKey, {
-      http_request_method: method,
-      http_route: route,
-      http_response_status_code: String(status)
-    })
-    byRequestKind.set(key, histogram)
-  }
-  histogram.unsafeUpdate(seconds, [])
-}
+export const recordRequest = (method: string, route: string, status: number, seconds: number): void =>
+  requestDurations({ http_request_method: method, http_route: route, http_response_status_code: String(status) })
+    .unsafeUpdate(seconds, [])
 
 export const addInFlight = (delta: number): void => requestsInFlight.unsafeModify(delta, [])
 
 // ---------------------------------------------------------------------------------------------------------- statements
 
-const byStatementKind = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, unknown>>()
+const statementDurations = histogramSeries(statementDurationKey)
 
-export const recordStatement = (system: string, operation: string, collection: string, seconds: number): void => {
-  const key = `${system} ${operation} ${collection}`
-  let histogram = byStatementKind.get(key)
-  if (histogram === undefined) {
-    histogram = series(statementDurationKey, {
-      db_system_name: system,
-      db_operation_name: operation,
-      db_collection_name: collection
-    })
-    byStatementKind.set(key, histogram)
-  }
-  histogram.unsafeUpdate(seconds, [])
-}
+export const recordStatement = (system: string, operation: string, collection: string, seconds: number): void =>
+  statementDurations({ db_system_name: system, db_operation_name: operation, db_collection_name: collection })
+    .unsafeUpdate(seconds, [])
 
 // --------------------------------------------------------------------------------------------------------------- pools
 
