@@ -65,12 +65,12 @@ export class RequestLogContext extends Context.Tag("Logging/RequestLogContext")<
  * included. Outside a request, the current fiber's log annotations.
  */
 export const annotateRequest = (name: string, value: unknown): Effect.Effect<void> =>
-  Effect.flatMap(Effect.serviceOption(RequestLogContext), (request) =>
-    Option.isSome(request)
-      ? Effect.sync(() => {
-        request.value.annotations[name] = value
-      })
-      : FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(name, value)))
+  Effect.contextWithEffect((context: Context.Context<never>) => {
+    const request = Context.getOption(context, RequestLogContext)
+    if (Option.isNone(request)) return FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(name, value))
+    request.value.annotations[name] = value
+    return Effect.void
+  })
 
 /** The logger, adding to each line the request it is logged for (found in the logging fiber's context). */
 export const withRequestAnnotations = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> =>

@@ -14,11 +14,18 @@ export class AnswerHeaders
   extends Context.Tag("ResponseHeaders/AnswerHeaders")<AnswerHeaders, Record<string, string>>()
 {}
 
-/** Adds these headers to the answer of the current request. */
+/**
+ * Adds these headers to the answer of the current request. One step of the fiber where the pipeline serves the request
+ * (it runs on every request: a middleware's headers, a handler's `Location`).
+ */
 export const addResponseHeaders = (headers: Readonly<Record<string, string>>): Effect.Effect<void> =>
-  Effect.flatMap(Effect.serviceOption(AnswerHeaders), (collected) =>
-    Option.isSome(collected)
-      ? Effect.sync(() => void Object.assign(collected.value, headers))
-      : HttpApp.appendPreResponseHandler((_request, response) =>
+  Effect.contextWithEffect((context: Context.Context<never>) => {
+    const collected = Context.getOption(context, AnswerHeaders)
+    if (Option.isNone(collected)) {
+      return HttpApp.appendPreResponseHandler((_request, response) =>
         Effect.succeed(HttpServerResponse.setHeaders(response, headers))
-      ))
+      )
+    }
+    Object.assign(collected.value, headers)
+    return Effect.void
+  })

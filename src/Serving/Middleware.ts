@@ -6,7 +6,7 @@
  */
 import { HttpApiBuilder, HttpApiMiddleware, type HttpApiSecurity } from "@effect/platform"
 import type { HttpServerRequest } from "@effect/platform"
-import { type Context, Effect } from "effect"
+import { Context, Effect } from "effect"
 import { RequestInput } from "./RequestInput.js"
 
 type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams | RequestInput
@@ -22,8 +22,8 @@ export interface Middleware {
  * is the request's own (made for it by the pipeline), so nothing needs copying or restoring afterwards.
  */
 const provideForRest = <A, E, R>(tag: Context.Tag<unknown, unknown>, value: unknown, inner: Effect.Effect<A, E, R>) =>
-  Effect.flatMap(RequestInput, (input) => {
-    input.services.set(tag.key, value)
+  Effect.contextWithEffect((context: Context.Context<RequestInput>) => {
+    Context.unsafeGet(context, RequestInput).services.set(tag.key, value)
     return inner
   })
 

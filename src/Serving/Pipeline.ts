@@ -10,20 +10,27 @@
  * interrupted request a 503.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Context, Duration, Effect, Either, Exit, FiberId, Option, ParseResult, Runtime, Tracer } from "effect"
+import {
+  Cause,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  type Fiber,
+  FiberId,
+  Option,
+  ParseResult,
+  Runtime,
+  Tracer
+} from "effect"
 import { RequestLogContext } from "../Logging.js"
 import { AnswerHeaders } from "../ResponseHeaders.js"
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
 import * as Refusals from "./Refusals.js"
-import { RequestInput } from "./RequestInput.js"
-
-/** A request the pipeline refuses itself (a failed decode), carried through the fiber's error channel. */
-class Refused {
-  readonly _tag = "Refused"
-  constructor(readonly refusal: Refusals.Refusal) {}
-}
+import { Refused, RequestInput } from "./RequestInput.js"
 
 /** An answer before it is a `Response`: the server adds its own headers and writes the log line from it. */
 export interface Answer {
@@ -57,107 +64,105 @@ const percentDecoded = (params: Readonly<Record<string, string>>): Record<string
 
 const firstIssue = (error: ParseResult.ParseError) => ParseResult.ArrayFormatter.formatErrorSync(error)[0]
 
-/** The endpoint's decoders over the request's input, in HttpApi's order: path, payload, headers, query. */
-const decodeStage = (route: EndpointRoute) =>
-  Effect.flatMap(RequestInput, (input): Effect.Effect<DecodedRequest, Refused> => {
-    const decoded: DecodedRequest = { request: input.request }
-    const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) =>
-      Effect.fail(
-        new Refused(Refusals.decodeFailure(part, firstIssue(error), (name) => Array.isArray(input.query[name])))
-      )
-    if (route.decodePath !== undefined) {
-      const params = percentDecoded(input.params)
-      if (params === undefined) {
-        return Effect.fail(new Refused(Refusals.unreadablePath(input.request.url.split("?")[0])))
-      }
-      const result = route.decodePath(params)
-      if (Either.isLeft(result)) return refuse("path", result.left)
-      decoded.path = result.right
-    }
-    if (route.decodePayload !== undefined) {
-      const result = route.decodePayload(input.body?.json)
-      if (Either.isLeft(result)) return refuse("body", result.left)
-      decoded.payload = result.right
-    }
-    if (route.decodeHeaders !== undefined) {
-      const result = route.decodeHeaders(input.request.headers)
-      if (Either.isLeft(result)) return refuse("header", result.left)
-      decoded.headers = result.right
-    }
-    if (route.decodeQuery !== undefined) {
-      const result = route.decodeQuery(input.query)
-      if (Either.isLeft(result)) return refuse("query", result.left)
-      decoded.urlParams = result.right
-    }
-    return Effect.succeed(decoded)
-  })
-
-/** The answer for a failure: a refusal, a declared error as the endpoint encodes it, or a logged 500. */
-const failureAnswer = (route: EndpointRoute, cause: Cause.Cause<unknown>) => {
-  const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure)) {
-    const error = failure.value
-    if (error instanceof Refused) return Effect.succeed(refusalAnswer(error.refusal))
-    for (const declared of route.failures) {
-      if (!declared.is(error)) continue
-      return Effect.succeed<Answer>({
-        status: declared.status,
-        body: JSON.stringify(declared.encode(error)),
-        headers: { ...JSON_HEADERS },
-        annotations: NONE
-      })
-    }
+/**
+ * The endpoint's decoders over the request's input, in HttpApi's order: path, payload, headers, query. Run before the
+ * request's fiber starts (decoding is pure), its outcome is what the handler receives once the middleware passed: so
+ * an unauthenticated request is still a 401 whatever its query, as HttpApi answers it.
+ */
+const decodeRequest = (
+  route: EndpointRoute,
+  input: PipelineRequest,
+  request: HttpServerRequest.HttpServerRequest
+): DecodedRequest | Refused => {
+  const decoded: DecodedRequest = { request }
+  const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) =>
+    new Refused(Refusals.decodeFailure(part, firstIssue(error), (name) => Array.isArray(input.query[name])))
+  if (route.decodePath !== undefined) {
+    const params = percentDecoded(input.params)
+    if (params === undefined) return new Refused(Refusals.unreadablePath(input.request.url.split("?")[0]))
+    const result = route.decodePath(params)
+    if (Either.isLeft(result)) return refuse("path", result.left)
+    decoded.path = result.right
   }
-  return Effect.as(Effect.logError("unexpected failure", cause), refusalAnswer(Refusals.internalError))
+  if (route.decodePayload !== undefined) {
+    const result = route.decodePayload(input.body?.json)
+    if (Either.isLeft(result)) return refuse("body", result.left)
+    decoded.payload = result.right
+  }
+  if (route.decodeHeaders !== undefined) {
+    const result = route.decodeHeaders(request.headers)
+    if (Either.isLeft(result)) return refuse("header", result.left)
+    decoded.headers = result.right
+  }
+  if (route.decodeQuery !== undefined) {
+    const result = route.decodeQuery(input.query)
+    if (Either.isLeft(result)) return refuse("query", result.left)
+    decoded.urlParams = result.right
+  }
+  return decoded
+}
+
+/** The headers handlers and middleware added (`addResponseHeaders`) over the JSON content type. */
+const withJsonType = (added: Record<string, string>): Record<string, string> => {
+  if (!("content-type" in added)) added["content-type"] = JSON_HEADERS["content-type"]
+  return added
 }
 
 /**
- * The answer, finished in the request's fiber: with the headers handlers and middleware added (`addResponseHeaders`),
- * then what any pre-response handler of the framework's makes of it (so middleware written for HttpApi work unchanged),
- * and the annotations set while serving it.
+ * The answer a finished request's fiber gives, made from its exit: its success as the endpoint encodes it, a refusal,
+ * a declared error as the endpoint encodes it, a 503 for an interrupted request, else `undefined` (a failure nobody
+ * declared, logged by the caller as a 500).
  */
-const finish = (answer: Answer) =>
-  Effect.withFiberRuntime<Answer>((fiber) => {
-    const input = Context.unsafeGet(fiber.currentContext, RequestInput)
-    const made: Answer = {
-      ...answer,
-      headers: { ...answer.headers, ...input.answerHeaders },
-      annotations: input.log.annotations
+const answerFromExit = (
+  route: EndpointRoute,
+  exit: Exit.Exit<unknown, unknown>,
+  input: RequestInput
+): Answer | undefined => {
+  const annotations = input.log.annotations
+  if (Exit.isSuccess(exit)) {
+    const value = exit.value
+    // A handler that answers with a response of its own: kept as it is but for its body, which is not JSON.
+    if (HttpServerResponse.isServerResponse(value)) {
+      return { status: value.status, body: null, headers: { ...value.headers, ...input.answerHeaders }, annotations }
     }
-    const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
-    if (handler._tag === "None") return Effect.succeed(made)
-    const response = HttpServerResponse.empty({ status: made.status, headers: made.headers })
-    return Effect.map(Effect.orDie(handler.value(input.request, response)), (finished) => ({
-      ...made,
-      status: finished.status,
-      headers: { ...finished.headers }
-    }))
-  })
+    return {
+      status: route.successStatus,
+      body: route.encodeSuccess(value),
+      headers: withJsonType(input.answerHeaders),
+      annotations
+    }
+  }
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value
+    if (error instanceof Refused) return refusalAnswer(error.refusal, annotations)
+    for (const declared of route.failures) {
+      if (!declared.is(error)) continue
+      return {
+        status: declared.status,
+        body: JSON.stringify(declared.encode(error)),
+        headers: withJsonType(input.answerHeaders),
+        annotations
+      }
+    }
+  }
+  if (Cause.isInterruptedOnly(exit.cause)) return refusalAnswer(Refusals.shuttingDown, annotations)
+  return undefined
+}
 
 type Services = RequestInput | HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams
 
-const makeProgram = (route: EndpointRoute): Effect.Effect<Answer, never, Services> => {
+/** A route's program: its middleware around its handler, which receives the request decoded before the fiber began. */
+const makeProgram = (route: EndpointRoute): Effect.Effect<unknown, unknown, Services> => {
   // A handler's requirements are what its middleware provide (checked where the handlers are typed, `Handlers.ts`).
-  const core = Effect.flatMap(decodeStage(route), route.handler) as Effect.Effect<unknown, unknown, Services>
-  const wrapped = route.middleware.reduceRight<Effect.Effect<unknown, unknown, Services>>(
+  const core = Effect.contextWithEffect((context: Context.Context<RequestInput>) => {
+    const decoded = Context.unsafeGet(context, RequestInput).decoded
+    return decoded instanceof Refused ? Effect.fail(decoded) : route.handler(decoded)
+  }) as Effect.Effect<unknown, unknown, Services>
+  return route.middleware.reduceRight<Effect.Effect<unknown, unknown, Services>>(
     (inner, middleware) => middleware.around(inner),
     core
   )
-  return Effect.matchCauseEffect(wrapped, {
-    onSuccess: (value) =>
-      finish(
-        HttpServerResponse.isServerResponse(value)
-          // A handler that answers with a response of its own: kept as it is but for its body, which is not JSON.
-          ? { status: value.status, body: null, headers: { ...value.headers }, annotations: NONE }
-          : {
-            status: route.successStatus,
-            body: route.encodeSuccess(value),
-            headers: { ...JSON_HEADERS },
-            annotations: NONE
-          }
-      ),
-    onFailure: (cause) => Effect.flatMap(failureAnswer(route, cause), finish)
-  })
 }
 
 /** The input of a request to a route. */
@@ -187,32 +192,61 @@ export const makePipeline = (
   requestTimeout: Duration.Duration
 ): Pipeline => {
   // Each program's services are in the context its fiber starts with (below).
-  const programs = new Map(routes.map((route) => [route, makeProgram(route) as Effect.Effect<Answer>]))
+  const programs = new Map(routes.map((route) => [route, makeProgram(route) as Effect.Effect<unknown, unknown>]))
   const baseServices = (runtime.context as unknown as { readonly unsafeMap: Map<string, unknown> }).unsafeMap
   const timeoutMillis = Duration.toMillis(requestTimeout)
+  /** A runtime with a finished request fiber's context and references, for what runs after it (a log line, …). */
+  const afterwards = (fiber: Fiber.RuntimeFiber<unknown, unknown>, context: Context.Context<never>) =>
+    Runtime.make({ context, fiberRefs: fiber.getFiberRefs(), runtimeFlags: runtime.runtimeFlags })
 
   return (route, input) => {
     const request = HttpServerRequest.fromWeb(input.request)
     const services = new Map(baseServices)
     const answerHeaders: Record<string, string> = {}
     const log = { requestId: input.requestId, annotations: {} }
-    services.set(RequestInput.key, { ...input, services, request, answerHeaders, log })
+    const decoded = decodeRequest(route, input, request)
+    const requestInput: RequestInput = { ...input, services, request, answerHeaders, log, decoded }
+    services.set(RequestInput.key, requestInput)
     services.set(HttpServerRequest.HttpServerRequest.key, request)
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
     services.set(AnswerHeaders.key, answerHeaders)
     services.set(RequestLogContext.key, log)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
+    const context = Context.unsafeMake<never>(services)
     const fiber = Runtime.runFork(
-      Runtime.make({
-        context: Context.unsafeMake<never>(services),
-        fiberRefs: runtime.fiberRefs,
-        runtimeFlags: runtime.runtimeFlags
-      })
+      Runtime.make({ context, fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
     )(programs.get(route)!)
-    const answerOf = (exit: Exit.Exit<Answer>) =>
-      Exit.isSuccess(exit) ? exit.value : refusalAnswer(Refusals.shuttingDown, log.annotations)
+
+    /**
+     * The answer, with the headers handlers and middleware added, then what any pre-response handler of the
+     * framework's makes of it (so middleware written for HttpApi work unchanged; run, when there is one, with the
+     * fiber's context and references).
+     */
+    const finish = (exit: Exit.Exit<unknown, unknown>, late = false): Answer | Promise<Answer> => {
+      let answer = late
+        ? refusalAnswer(Refusals.deadlineExceeded, log.annotations)
+        : answerFromExit(route, exit, requestInput)
+      if (answer === undefined) {
+        if (Exit.isFailure(exit)) {
+          Runtime.runFork(afterwards(fiber, context))(Effect.logError("unexpected failure", exit.cause))
+        }
+        answer = refusalAnswer(Refusals.internalError, log.annotations)
+      }
+      if (answer.headers !== answerHeaders) Object.assign(answer.headers, answerHeaders)
+      const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
+      if (handler._tag === "None") return answer
+      const made = answer
+      const response = HttpServerResponse.empty({ status: made.status, headers: made.headers })
+      return Runtime.runPromise(afterwards(fiber, context))(
+        Effect.map(Effect.orDie(handler.value(request, response)), (finished) => ({
+          ...made,
+          status: finished.status,
+          headers: { ...finished.headers }
+        }))
+      )
+    }
     const done = fiber.unsafePoll()
-    if (done !== null) return answerOf(done)
+    if (done !== null) return finish(done)
     // Only a request that waits needs its deadline kept, and its client's going away noticed.
     const signal = input.request.signal
     const abort = () => fiber.unsafeInterruptAsFork(FiberId.none)
@@ -226,7 +260,7 @@ export const makePipeline = (
       fiber.addObserver((exit) => {
         clearTimeout(deadline)
         signal.removeEventListener("abort", abort)
-        resolve(late ? refusalAnswer(Refusals.deadlineExceeded, log.annotations) : answerOf(exit))
+        resolve(finish(exit, late))
       })
     )
   }

@@ -4,6 +4,8 @@
 import type { HttpServerRequest } from "@effect/platform"
 import { Context } from "effect"
 import type { ReadBody } from "./Gate.js"
+import type { DecodedRequest } from "./Handlers.js"
+import type { Refusal } from "./Refusals.js"
 
 /** What a request brings to its fiber, beside the platform's request. */
 export interface RequestInput {
@@ -19,5 +21,13 @@ export interface RequestInput {
   readonly query: Readonly<Record<string, string | Array<string>>>
   readonly body: ReadBody | undefined
   readonly request: HttpServerRequest.HttpServerRequest
+  /** The request as the endpoint's decoders made it, or why they refused it (answered once the middleware passed). */
+  readonly decoded: DecodedRequest | Refused
 }
 export const RequestInput = Context.GenericTag<RequestInput>("Serving/RequestInput")
+
+/** A request the pipeline refuses itself (a failed decode), carried through the fiber's error channel. */
+export class Refused {
+  readonly _tag = "Refused"
+  constructor(readonly refusal: Refusal) {}
+}
