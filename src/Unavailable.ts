@@ -17,12 +17,18 @@ export const UNAVAILABLE_HEADERS: Readonly<Record<string, string>> = {
 
 /** A database that does not answer is a 503 for the client; the cause goes to the log. */
 export const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
-  Effect.catchIf(
-    effect,
-    (error): error is SqlError.SqlError => (error as { readonly _tag?: unknown })._tag === "SqlError",
-    (error) =>
-      Effect.logError("database failure", error).pipe(
-        Effect.zipRight(addResponseHeaders(UNAVAILABLE_HEADERS)),
-        Effect.zipRight(Effect.fail(unavailable()))
-      )
-  ) as Effect.Effect<A, Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>, R>
+  Effect.catchIf(effect, isSqlError, answerUnavailable) as Effect.Effect<
+    A,
+    Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>,
+    R
+  >
+
+// Made once, as `orUnavailable` wraps a statement of every request.
+const isSqlError = (error: unknown): error is SqlError.SqlError =>
+  (error as { readonly _tag?: unknown })._tag === "SqlError"
+
+const answerUnavailable = (error: SqlError.SqlError) =>
+  Effect.logError("database failure", error).pipe(
+    Effect.zipRight(addResponseHeaders(UNAVAILABLE_HEADERS)),
+    Effect.zipRight(Effect.fail(unavailable()))
+  )

@@ -32,20 +32,23 @@ const challenge = addResponseHeaders(CHALLENGE_HEADERS)
  * request (the HttpApi app, or the pipeline derived from the same declaration).
  */
 export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck", {
-  effect: Effect.map(ApiKeys, (keys) => ({
-    check: (header: string | null | undefined): Effect.Effect<AuthenticatedKey, Unauthorized | Unavailable> => {
-      if (header === undefined || header === null) return Effect.fail(unauthorized())
-      const token = bearerToken(header)
-      if (Option.isNone(token)) return Effect.fail(unauthorized("The Authorization header must be 'Bearer <API_KEY>'."))
-      return Effect.flatMap(
-        orUnavailable(keys.authenticate(token.value)),
-        Option.match({
-          onNone: () => Effect.fail(unauthorized("The API key is not valid.")),
-          onSome: Effect.succeed
-        })
-      )
+  effect: Effect.map(ApiKeys, (keys) => {
+    // Made once: `check` runs on every request.
+    const known = Option.match({
+      onNone: () => Effect.fail(unauthorized("The API key is not valid.")),
+      onSome: Effect.succeed<AuthenticatedKey>
+    })
+    return {
+      check: (header: string | null | undefined): Effect.Effect<AuthenticatedKey, Unauthorized | Unavailable> => {
+        if (header === undefined || header === null) return Effect.fail(unauthorized())
+        const token = bearerToken(header)
+        if (Option.isNone(token)) {
+          return Effect.fail(unauthorized("The Authorization header must be 'Bearer <API_KEY>'."))
+        }
+        return Effect.flatMap(orUnavailable(keys.authenticate(token.value)), known)
+      }
     }
-  }))
+  })
 }) {}
 
 /**
@@ -59,14 +62,18 @@ export const AuthorizationLive = Layer.effect(
     const rateLimits = yield* RateLimits
     // HttpApi hands over the header minus its first 7 characters; the header itself is read to check the scheme. The
     // effect is made once: each request runs it, rather than building it anew.
+    // The request's log lines, its `request` line included, name the key that authenticated it (never the key); then
+    // the key's quota, when there is one (without, no step is spent on it).
+    const admit = Option.isNone(rateLimits.policy)
+      ? (key: AuthenticatedKey) => Effect.as(annotateRequest("keyId", key.id), key)
+      : (key: AuthenticatedKey) =>
+        Effect.as(Effect.zipRight(annotateRequest("keyId", key.id), rateLimits.consume(key.id)), key)
     const authorize = Effect.flatMap(
       HttpServerRequest.HttpServerRequest,
       (request) => check(request.headers.authorization)
     ).pipe(
       Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
-      // The request's log lines, its `request` line included, name the key that authenticated it (never the key).
-      Effect.tap((key) => annotateRequest("keyId", key.id)),
-      Effect.tap((key) => rateLimits.consume(key.id))
+      Effect.flatMap(admit)
     )
     return Authorization.of({ bearerAuth: () => authorize })
   })

@@ -31,6 +31,7 @@ import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
 import * as Refusals from "./Refusals.js"
 import { Refused, RequestInput } from "./RequestInput.js"
+import { RequestServices } from "./RequestServices.js"
 
 /** An answer before it is a `Response`: the server adds its own headers and writes the log line from it. */
 export interface Answer {
@@ -201,7 +202,7 @@ export const makePipeline = (
 
   return (route, input) => {
     const request = HttpServerRequest.fromWeb(input.request)
-    const services = new Map(baseServices)
+    const services = new RequestServices(baseServices)
     const answerHeaders: Record<string, string> = {}
     const log = { requestId: input.requestId, annotations: {} }
     const decoded = decodeRequest(route, input, request)
