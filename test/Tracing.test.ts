@@ -194,6 +194,32 @@ describe("traces over OTLP", () => {
       expect(receiver.spans.filter((span) => span.name === "GET /v1/pets").length + dropped).toBe(5)
     }))
 
+  it.scopedLive("a full batch is sent soon after the span that filled it, without waiting for OTEL_BSP_SCHEDULE_DELAY", () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      const url = yield* SQLite.freshDatabase
+      yield* Effect.gen(function*() {
+        const hooks = yield* configuredHooks
+        hooks.observeRequest({ method: "GET", route: "/v1/pets", path: "/v1/pets", headers: new Headers() }).end(
+          200,
+          undefined
+        )
+        // Sent soon after (on the next turn of the event loop), long before the schedule's delay, the exporter open.
+        for (let i = 0; i < 200 && !receiver.spans.some((span) => span.name === "GET /v1/pets"); i++) {
+          yield* Effect.sleep("10 millis")
+        }
+        expect(receiver.spans.map((span) => span.name)).toContain("GET /v1/pets")
+      }).pipe(
+        Effect.provide(repositoriesOn(url)),
+        withEnvironment({
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+          OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "1",
+          OTEL_BSP_SCHEDULE_DELAY: "600000",
+          OTEL_METRIC_EXPORT_INTERVAL: "600000"
+        })
+      )
+    }))
+
   it.scoped("log lines written under a sampled request's span carry its traceId and spanId", () =>
     Effect.gen(function*() {
       const receiver = yield* otlpReceiver

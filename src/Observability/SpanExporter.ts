@@ -141,7 +141,9 @@ export const makeSpanExporter = (
           return
         }
         queue.push(span)
-        if (queue.length === options.maxExportBatchSize) runFork(exportIfIdle)
+        // A full batch leaves on the next turn of the event loop, not in the call that filled it: that call is a
+        // request ending, whose answer must not wait for a batch of spans to be encoded.
+        if (queue.length === options.maxExportBatchSize) setImmediate(() => runFork(exportIfIdle))
       }
     }
   })

@@ -191,6 +191,8 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const writer = yield* Effect.serviceOption(SqliteWriter)
     const hooks = yield* statementHooks
     if (Option.isSome(sqlite) && Option.isSome(writer)) return sqliteRepository(sqlite.value, writer.value, hooks)
+    // No `Effect.withSpan` around these per-request methods: it captures a stack trace and copies the request's context
+    // on every call, traced or not; `@effect/sql`'s span of the statement is the request's child span.
     const observe = hooks.observeStatement
     const sql = yield* SqlClient.SqlClient
     const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
@@ -233,10 +235,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         const pet = yield* create(request.pet)
         yield* sql.unsafe(numbered(INSERT_RECORD), [...recordValues(request, pet)])
         return { _tag: "Created", pet } as const
-      }).pipe(
-        sql.withTransaction,
-        Effect.withSpan("PetsRepo.createOnce")
-      ) satisfies Effect.Effect<CreateOnceResult, SqlError.SqlError>
+      }).pipe(sql.withTransaction) satisfies Effect.Effect<CreateOnceResult, SqlError.SqlError>
 
     const findOne = SqlSchema.findOne({
       Request: PetId,
@@ -258,23 +257,20 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const create = (pet: NewPet) =>
       insert(pet).pipe(
         Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }),
-        (effect) => observe(portableInsert, effect),
-        Effect.withSpan("PetsRepo.create")
+        (effect) => observe(portableInsert, effect)
       )
 
     const findById = (id: PetId): Effect.Effect<Option.Option<Pet>, SqlError.SqlError> =>
       findOne(id).pipe(
         Effect.catchTag("ParseError", Effect.die),
-        (effect) => observe(portableSelect, effect),
-        Effect.withSpan("PetsRepo.findById", { attributes: { id } })
+        (effect) => observe(portableSelect, effect)
       )
 
     const list = (options: ListOptions) =>
       findPage({ limit: options.limit + 1, status: options.status, after: options.after ?? 0 }).pipe(
         Effect.map((rows): Page => ({ pets: rows.slice(0, options.limit), more: rows.length > options.limit })),
         Effect.catchTag("ParseError", Effect.die),
-        (effect) => observe(portableSelect, effect),
-        Effect.withSpan("PetsRepo.list", { attributes: { ...options } })
+        (effect) => observe(portableSelect, effect)
       )
 
     return { create, createOnce, findById, list } satisfies PetsRepository as PetsRepository
