@@ -6,19 +6,26 @@
 import * as OtlpMetrics from "@effect/opentelemetry/OtlpMetrics"
 import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
-import { FetchHttpClient } from "@effect/platform"
+import { FetchHttpClient, HttpBody } from "@effect/platform"
 import { Duration, Effect, Layer, Redacted } from "effect"
 import type { OtlpOptions } from "./Config.js"
 import { refreshProcessMetrics } from "./Metrics.js"
+import { encodeTraces, type TracesData } from "./OtlpTracesProtobuf.js"
 import { makeSampler } from "./Sampler.js"
 import { makeSpanExporter } from "./SpanExporter.js"
 import { makeTracer, type SamplingTracer } from "./Tracer.js"
 
+/** `@effect/opentelemetry`'s protobuf, but for the traces: they are written by `OtlpTracesProtobuf.ts` (7× cheaper). */
+const protobuf = Layer.effect(
+  OtlpSerialization.OtlpSerialization,
+  Effect.map(OtlpSerialization.OtlpSerialization, (library) => ({
+    ...library,
+    traces: (data: unknown) => HttpBody.uint8Array(encodeTraces(data as TracesData), "application/x-protobuf")
+  }))
+).pipe(Layer.provide(OtlpSerialization.layerProtobuf))
+
 const transport = (options: OtlpOptions) =>
-  Layer.mergeAll(
-    FetchHttpClient.layer,
-    options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf
-  )
+  Layer.mergeAll(FetchHttpClient.layer, options.protocol === "http/json" ? OtlpSerialization.layerJson : protobuf)
 
 const resourceOf = (options: OtlpOptions, version: string) => ({
   serviceName: options.serviceName,

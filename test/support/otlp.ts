@@ -68,7 +68,10 @@ const anyValue = (map: Map<number, Array<Field>>): unknown => {
   if (map.has(1)) return text(bytesOf(map, 1))
   if (map.has(2)) return intOf(map, 2) === 1
   if (map.has(3)) return intOf(map, 3)
-  if (map.has(4)) return new DataView(bytesOf(map, 4).slice().buffer).getFloat64(0, true)
+  if (map.has(4)) {
+    const bytes = bytesOf(map, 4)
+    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat64(0, true)
+  }
   return undefined
 }
 
