@@ -1,0 +1,141 @@
+/**
+ * `npm run bench:cpu -- [executable or "executable ENV=value …"] …`: what a request costs the server, in CPU time and in
+ * memory allocated, for each executable (default `dist/petstore`) or configuration given, under the same wrk load,
+ * in interleaved rounds (A B A B …), medians.
+ *
+ * On a shared VM throughput moves by ±20 % from one run to the next; the CPU time the server's process spends per
+ * request (`/proc/<pid>/stat`, all its threads: the JIT's and the garbage collector's included) moves much less, and
+ * the memory it allocates per request (JavaScriptCore's own GC log, `BUN_JSC_logGC=1`: what each young collection
+ * found, summed) not at all. Use it to compare two builds or two configurations; `npm run bench` for the figures
+ * against the raw baseline.
+ *
+ * Environment: CPU_ROUNDS (5), CPU_SECONDS per measure (2), CPU_WARM seconds of load before it (2), CPU_PATHS
+ * (`/v1/pets/5000`, comma-separated). Every answer must be a 2xx: a run that gets anything else stops the bench (a
+ * cheap 401 measured as a request is the mistake this guards against).
+ */
+import { spawn, spawnSync } from "bun"
+import { Database } from "bun:sqlite"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+
+const ROOT = resolve(import.meta.dir, "..")
+const ROUNDS = Number(process.env.CPU_ROUNDS ?? 5)
+const SECONDS = Number(process.env.CPU_SECONDS ?? 2)
+const WARM = Number(process.env.CPU_WARM ?? 2)
+const PATHS = (process.env.CPU_PATHS ?? "/v1/pets/5000").split(",")
+const TICKS_PER_SECOND = 100
+
+interface Subject {
+  readonly label: string
+  readonly executable: string
+  readonly env: Record<string, string>
+}
+
+const subjects: Array<Subject> = (process.argv.length > 2 ? process.argv.slice(2) : ["dist/petstore"]).map((arg) => {
+  const [executable, ...settings] = arg.split(/\s+/)
+  return {
+    label: arg,
+    executable: resolve(ROOT, executable),
+    env: Object.fromEntries(settings.map((setting) => setting.split("=", 2) as [string, string]))
+  }
+})
+
+const work = mkdtempSync(join(tmpdir(), "petstore-cpu-"))
+
+/** A database with 10 000 pets and a key, made by the first executable. */
+const seed = (): { readonly file: string; readonly key: string } => {
+  const file = join(work, "seed.db")
+  const made = spawnSync([subjects[0].executable, "keys", "create", "--name", "cpu"], {
+    env: { ...process.env, DATABASE_URL: file, LOG_LEVEL: "error" }
+  })
+  const key = made.stdout.toString().trim().split("\n").at(-1)!
+  const db = new Database(file)
+  const insert = db.prepare("INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)")
+  db.transaction(() => {
+    for (let i = 1; i <= 10_000; i++) insert.run(`pet ${i}`, (i % 50) + 1, ["available", "pending", "sold"][i % 3])
+  })()
+  db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+  db.close()
+  return { file, key }
+}
+
+const cpuTicks = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
+  return Number(fields[11]) + Number(fields[12]) // utime + stime, of every thread
+}
+
+/** KB allocated between two points of JavaScriptCore's GC log: what each collection started from, less what the last one left. */
+const allocatedKb = (log: string): number => {
+  const starts = [...log.matchAll(/START [A-Z] (\d+)kb =>/g)].map((m) => Number(m[1]))
+  const ends = [...log.matchAll(/=> (\d+)kb, p=/g)].map((m) => Number(m[1]))
+  let total = 0
+  for (let i = 0; i + 1 < Math.min(starts.length, ends.length); i++) total += starts[i + 1] - ends[i]
+  return total
+}
+
+const wrk = (url: string, key: string, seconds: number) => {
+  const out = spawnSync(["wrk", "-t1", "-c32", `-d${seconds}s`, "-H", `Authorization: Bearer ${key}`, url]).stdout
+    .toString()
+  if (/Non-2xx/.test(out)) throw new Error(`non-2xx answers from ${url}:\n${out}`)
+  return Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN)
+}
+
+const measure = async (subject: Subject, path: string, seed: { file: string; key: string }) => {
+  const file = join(work, "db.db")
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true })
+  await Bun.write(file, Bun.file(seed.file))
+  const port = 20_000 + Math.floor(Math.random() * 10_000)
+  const logFile = join(work, "gc.log")
+  rmSync(logFile, { force: true }) // a fresh file: the server writes its log from the start of it
+  const server = spawn([subject.executable, "serve"], {
+    env: {
+      ...process.env,
+      ...subject.env,
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      DATABASE_URL: file,
+      LOG_LEVEL: "warning",
+      BUN_JSC_logGC: "1"
+    },
+    stdout: "ignore",
+    stderr: Bun.file(logFile) // where JavaScriptCore writes its GC log
+  })
+  const url = `http://127.0.0.1:${port}${path}`
+  for (let i = 0; i < 200; i++) {
+    const ok = await fetch(url, { headers: { authorization: `Bearer ${seed.key}` } }).then((r) => r.ok, () => false)
+    if (ok) break
+    await Bun.sleep(25)
+  }
+  wrk(url, seed.key, WARM)
+  const logStart = readFileSync(logFile).length
+  const ticks = cpuTicks(server.pid)
+  const requests = wrk(url, seed.key, SECONDS)
+  const used = cpuTicks(server.pid) - ticks
+  server.kill()
+  await server.exited
+  const log = readFileSync(logFile).subarray(logStart).toString("latin1")
+  return { cpuUs: (used / TICKS_PER_SECOND) * 1e6 / requests, kb: allocatedKb(log) / requests }
+}
+
+const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]
+
+const seeded = seed()
+console.log(
+  `| path | executable and settings | CPU µs per request | KB allocated per request | rounds |\n|---|---|---|---|---|`
+)
+for (const path of PATHS) {
+  const results = new Map(subjects.map((subject) => [subject, [] as Array<{ cpuUs: number; kb: number }>]))
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const subject of subjects) results.get(subject)!.push(await measure(subject, path, seeded))
+  }
+  for (const [subject, runs] of results) {
+    const cpu = runs.map((run) => run.cpuUs)
+    console.log(
+      `| ${path} | ${subject.label} | ${median(cpu).toFixed(1)} | ${median(runs.map((run) => run.kb)).toFixed(1)} | ${
+        cpu.map((value) => value.toFixed(0)).join(" ")
+      } |`
+    )
+  }
+}
+rmSync(work, { recursive: true, force: true })
