@@ -79,10 +79,36 @@ export const methodLabel = (method: string): string => (KNOWN_METHODS.has(method
 
 const requestDurations = histogramSeries(requestDurationKey)
 
-/** One answered request. `route` is the route template (`/v1/pets/{petId}`), `""` when no route matched. */
-export const recordRequest = (method: string, route: string, status: number, seconds: number): void =>
-  requestDurations({ http_request_method: method, http_route: route, http_response_status_code: String(status) })
-    .unsafeUpdate(seconds, [])
+export type RequestRecorder = (status: number, seconds: number) => void
+
+const requestRecorders = new Map<string, Map<string, RequestRecorder>>()
+
+/**
+ * What records the answered requests of one method and route (`/v1/pets/{petId}`, `""` when no route matched), made
+ * once per pair: the series by status are kept, so recording a request builds no labels.
+ */
+export const requestRecorder = (method: string, route: string): RequestRecorder => {
+  let byRoute = requestRecorders.get(method)
+  if (byRoute === undefined) requestRecorders.set(method, byRoute = new Map())
+  let recorder = byRoute.get(route)
+  if (recorder === undefined) {
+    const byStatus = new Map<number, ReturnType<typeof requestDurations>>()
+    recorder = (status, seconds) => {
+      let histogram = byStatus.get(status)
+      if (histogram === undefined) {
+        histogram = requestDurations({
+          http_request_method: method,
+          http_route: route,
+          http_response_status_code: String(status)
+        })
+        byStatus.set(status, histogram)
+      }
+      histogram.unsafeUpdate(seconds, [])
+    }
+    byRoute.set(route, recorder)
+  }
+  return recorder
+}
 
 export const addInFlight = (delta: number): void => requestsInFlight.unsafeModify(delta, [])
 
@@ -90,9 +116,24 @@ export const addInFlight = (delta: number): void => requestsInFlight.unsafeModif
 
 const statementDurations = histogramSeries(statementDurationKey)
 
-export const recordStatement = (system: string, operation: string, collection: string, seconds: number): void =>
-  statementDurations({ db_system_name: system, db_operation_name: operation, db_collection_name: collection })
-    .unsafeUpdate(seconds, [])
+const statementSeries = new WeakMap<object, ReturnType<typeof statementDurations>>()
+
+/** One statement's duration. Its series is found by the statement's description, made once per description. */
+export const recordStatement = (
+  statement: { readonly system: string; readonly operation: string; readonly collection: string },
+  seconds: number
+): void => {
+  let histogram = statementSeries.get(statement)
+  if (histogram === undefined) {
+    histogram = statementDurations({
+      db_system_name: statement.system,
+      db_operation_name: statement.operation,
+      db_collection_name: statement.collection
+    })
+    statementSeries.set(statement, histogram)
+  }
+  histogram.unsafeUpdate(seconds, [])
+}
 
 // --------------------------------------------------------------------------------------------------------------- pools
 

@@ -4,7 +4,7 @@
  */
 import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
 import type { ObservabilityHooks, RequestObservation, Statement } from "./Hooks.js"
-import { addInFlight, addPool, methodLabel, recordRequest, recordStatement } from "./Metrics.js"
+import { addInFlight, addPool, methodLabel, recordStatement, requestRecorder } from "./Metrics.js"
 import { remoteParent } from "./Sampler.js"
 import type { SamplingTracer } from "./Tracer.js"
 
@@ -58,16 +58,17 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
         span.attribute("url.path", request.path)
       }
     }
-    if (metrics) addInFlight(1)
+    const record = metrics ? requestRecorder(method, route ?? "") : undefined
+    if (record !== undefined) addInFlight(1)
     let ended = false
     return {
       parentSpan: span,
       end: (status, keyId, errorType) => {
         if (ended) return
         ended = true
-        if (metrics) {
+        if (record !== undefined) {
           addInFlight(-1)
-          recordRequest(method, route ?? "", status, (performance.now() - started) / 1000)
+          record(status, (performance.now() - started) / 1000)
         }
         if (span !== undefined && span.sampled) {
           span.attribute("http.response.status_code", status)
@@ -83,20 +84,16 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     Effect.suspend(() => {
       const started = performance.now()
       return Effect.onExit(effect, () => {
-        recordStatement(
-          statement.system,
-          statement.operation,
-          statement.collection,
-          (performance.now() - started) / 1000
-        )
+        recordStatement(statement, (performance.now() - started) / 1000)
         return Effect.void
       })
     })
 
   /** A statement's span, `{operation} {table}`, a child of the fiber's span when that one is sampled. */
   const statementSpan = (context: Context.Context<never>, statement: Statement): Tracer.Span | undefined => {
+    if (tracer === undefined) return undefined
     const parent = Context.getOption(context, Tracer.ParentSpan)
-    if (tracer === undefined || Option.isNone(parent) || !parent.value.sampled) return undefined
+    if (Option.isNone(parent) || !parent.value.sampled) return undefined
     const span = tracer.span(
       `${statement.operation} ${statement.collection}`,
       parent,
@@ -112,7 +109,21 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     return span
   }
 
-  const runStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
+  /** Without tracing: the statement timed, in the one step `Effect.try` would take. */
+  const timedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
+    Effect.try({
+      try: () => {
+        const started = performance.now()
+        try {
+          return run()
+        } finally {
+          recordStatement(statement, (performance.now() - started) / 1000)
+        }
+      },
+      catch: onError
+    })
+
+  const tracedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
     Effect.withFiberRuntime((fiber) => {
       const span = statementSpan(fiber.currentContext, statement)
       const started = performance.now()
@@ -122,17 +133,16 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
       } catch (cause) {
         exit = Exit.fail(onError(cause))
       }
-      if (metrics) {
-        recordStatement(
-          statement.system,
-          statement.operation,
-          statement.collection,
-          (performance.now() - started) / 1000
-        )
-      }
+      if (metrics) recordStatement(statement, (performance.now() - started) / 1000)
       span?.end(clock.unsafeCurrentTimeNanos(), exit)
       return exit
     })
+
+  const runStatement: ObservabilityHooks["runStatement"] = tracer !== undefined
+    ? tracedStatement
+    : metrics
+    ? timedStatement
+    : (_statement, run, onError) => Effect.try({ try: run, catch: onError })
 
   // `@effect/sql` makes the statement's span itself (`sql.execute`): here, its duration.
   const observeStatement: ObservabilityHooks["observeStatement"] = metrics ? timed : (_statement, effect) => effect
