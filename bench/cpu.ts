@@ -14,10 +14,10 @@
  * cheap 401 measured as a request is the mistake this guards against).
  */
 import { spawn, spawnSync } from "bun"
-import { Database } from "bun:sqlite"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
+import { createKey, insertPets } from "./seed.js"
 
 const ROOT = resolve(import.meta.dir, "..")
 const ROUNDS = Number(process.env.CPU_ROUNDS ?? 5)
@@ -46,17 +46,8 @@ const work = mkdtempSync(join(tmpdir(), "petstore-cpu-"))
 /** A database with 10 000 pets and a key, made by the first executable. */
 const seed = (): { readonly file: string; readonly key: string } => {
   const file = join(work, "seed.db")
-  const made = spawnSync([subjects[0].executable, "keys", "create", "--name", "cpu"], {
-    env: { ...process.env, DATABASE_URL: file, LOG_LEVEL: "error" }
-  })
-  const key = made.stdout.toString().trim().split("\n").at(-1)!
-  const db = new Database(file)
-  const insert = db.prepare("INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)")
-  db.transaction(() => {
-    for (let i = 1; i <= 10_000; i++) insert.run(`pet ${i}`, (i % 50) + 1, ["available", "pending", "sold"][i % 3])
-  })()
-  db.run("PRAGMA wal_checkpoint(TRUNCATE)")
-  db.close()
+  const key = createKey([subjects[0].executable], file, "cpu", ROOT)
+  insertPets(file, 10_000)
   return { file, key }
 }
 

@@ -5,9 +5,9 @@
  *     npm run bench:profile -- get        # list | filtered | get | create
  */
 import { spawn, spawnSync } from "bun"
-import { Database } from "bun:sqlite"
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { join, resolve } from "node:path"
+import { createKey, insertPets } from "./seed.js"
 
 const ROOT = resolve(import.meta.dir, "..")
 const OUT = join(ROOT, "bench", "results", "profile")
@@ -22,17 +22,8 @@ const paths: Record<string, string> = {
 rmSync(OUT, { recursive: true, force: true })
 mkdirSync(OUT, { recursive: true })
 const db = join(OUT, "profile.db")
-const created = spawnSync(["bun", "src/main.ts", "keys", "create", "--name", "profile"], {
-  cwd: ROOT,
-  env: { ...process.env, DATABASE_URL: db, LOG_LEVEL: "error" }
-})
-const key = created.stdout.toString().trim().split("\n").at(-1)!
-const sqlite = new Database(db)
-const insert = sqlite.prepare("INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)")
-sqlite.transaction(() => {
-  for (let i = 1; i <= 10_000; i++) insert.run(`pet ${i}`, (i % 50) + 1, ["available", "pending", "sold"][i % 3])
-})()
-sqlite.close()
+const key = createKey(["bun", "src/main.ts"], db, "profile", ROOT)
+insertPets(db, 10_000)
 
 const port = 18_000 + Math.floor(Math.random() * 1000)
 const child = spawn(["bun", "--cpu-prof", `--cpu-prof-dir=${OUT}`, "src/main.ts", "serve"], {

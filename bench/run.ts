@@ -12,7 +12,6 @@
  * list of scenario names to run, e.g. "create"; all by default; the feature variants run only without it).
  */
 import { spawn, spawnSync } from "bun"
-import { Database } from "bun:sqlite"
 import {
   closeSync,
   copyFileSync,
@@ -27,6 +26,7 @@ import {
 } from "node:fs"
 import { cpus, totalmem } from "node:os"
 import { join, resolve } from "node:path"
+import { createKey, insertPets } from "./seed.js"
 
 const ROOT = resolve(import.meta.dir, "..")
 const RESULTS = join(ROOT, "bench", "results")
@@ -74,23 +74,13 @@ const build = () => {
 
 // ------------------------------------------------------------------------------------------------------- the data
 
-const STATUSES = ["available", "pending", "sold"] as const
-
 /** A database migrated by petstore itself, with one API key and `pets` pets inserted in one transaction. */
 const seed = (name: string, pets: number): { readonly file: string; readonly key: string } => {
   mkdirSync(DATA, { recursive: true })
   const file = join(DATA, `${name}.db`)
   for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true })
-  const out = run([PETSTORE, "keys", "create", "--name", "bench"], { env: { DATABASE_URL: file, LOG_LEVEL: "error" } })
-  const key = out.trim().split("\n").at(-1)!
-  const db = new Database(file)
-  db.run("PRAGMA synchronous = OFF")
-  const insert = db.prepare("INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)")
-  db.transaction(() => {
-    for (let i = 1; i <= pets; i++) insert.run(`pet ${i}`, (i % 50) + 1, STATUSES[i % 3])
-  })()
-  db.run("PRAGMA wal_checkpoint(TRUNCATE)")
-  db.close()
+  const key = createKey([PETSTORE], file, "bench", ROOT)
+  insertPets(file, pets)
   return { file, key }
 }
 

@@ -5,7 +5,6 @@
  * that other work on the machine disturbs it less; still, compare figures of one run.
  */
 import { HttpApi, HttpServerRequest } from "@effect/platform"
-import { Database } from "bun:sqlite"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, Option, Redacted, Runtime } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -23,6 +22,7 @@ import { makePipeline } from "../src/Serving/Pipeline.js"
 import { makeRouteTable } from "../src/Serving/RouteTable.js"
 import { pathOf, queryOf } from "../src/Serving/Url.js"
 import * as Sql from "../src/Sql.js"
+import { insertPets } from "./seed.js"
 
 const N = Number(process.env.STAGES_N ?? 20_000)
 const servers = { production: "https://api.example.test/v1", staging: "https://staging.example.test/v1" }
@@ -46,12 +46,7 @@ const file = join(mkdtempSync(join(tmpdir(), "petstore-stages-")), "stages.db")
 
 const program = Effect.gen(function*() {
   const database = Layer.succeedContext(yield* Layer.build(Sql.layer(Redacted.make(file))))
-  const sqlite = new Database(file)
-  const insert = sqlite.prepare("INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)")
-  sqlite.transaction(() => {
-    for (let i = 1; i <= 10_000; i++) insert.run(`pet ${i}`, (i % 50) + 1, ["available", "pending", "sold"][i % 3])
-  })()
-  sqlite.close()
+  insertPets(file, 10_000)
   const routes = RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default, Lifecycle.Default]))
   const context = yield* Layer.build(
     Layer.mergeAll(routes, webHandlerFrom(routes, { corsOrigins: Option.none() }), ApiKeys.Default).pipe(
