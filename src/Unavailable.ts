@@ -15,14 +15,6 @@ export const UNAVAILABLE_HEADERS: Readonly<Record<string, string>> = {
   "retry-after": String(RETRY_AFTER_UNAVAILABLE_SECONDS)
 }
 
-/** A database that does not answer is a 503 for the client; the cause goes to the log. */
-export const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
-  Effect.catchIf(effect, isSqlError, answerUnavailable) as Effect.Effect<
-    A,
-    Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>,
-    R
-  >
-
 // Made once, as `orUnavailable` wraps a statement of every request.
 const isSqlError = (error: unknown): error is SqlError.SqlError =>
   (error as { readonly _tag?: unknown })._tag === "SqlError"
@@ -32,3 +24,11 @@ const answerUnavailable = (error: SqlError.SqlError) =>
     Effect.zipRight(addResponseHeaders(UNAVAILABLE_HEADERS)),
     Effect.zipRight(Effect.fail(unavailable()))
   )
+
+/** A database that does not answer is a 503 for the client; the cause goes to the log. */
+export const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
+  Effect.catchIf(effect, isSqlError, answerUnavailable) as Effect.Effect<
+    A,
+    Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>,
+    R
+  >
