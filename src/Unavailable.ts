@@ -3,7 +3,7 @@
  * to the client. Kept out of `Domain/`, which a client imports without `@effect/sql`.
  */
 import type { SqlError } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { unavailable } from "./Domain/Errors.js"
 import { addResponseHeaders } from "./ResponseHeaders.js"
 
@@ -25,10 +25,15 @@ const answerUnavailable = (error: SqlError.SqlError) =>
     Effect.zipRight(Effect.fail(unavailable()))
   )
 
-/** A database that does not answer is a 503 for the client; the cause goes to the log. */
+/**
+ * A database that does not answer is a 503 for the client; the cause goes to the log. A success already done is kept as it
+ * is (`Immediate.ts`).
+ */
 export const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
-  Effect.catchIf(effect, isSqlError, answerUnavailable) as Effect.Effect<
-    A,
-    Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>,
-    R
-  >
+  (Exit.isExit(effect) && Exit.isSuccess(effect)
+    ? effect
+    : Effect.catchIf(effect, isSqlError, answerUnavailable)) as Effect.Effect<
+      A,
+      Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>,
+      R
+    >

@@ -3,13 +3,12 @@
  * carries and compared by hash in constant time. A refusal is a 401 with `WWW-Authenticate: Bearer`. A key that passed
  * then counts one request against its quota (`RateLimits`: 429 past it).
  */
-import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Exit, Layer, Option, Redacted } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
 import { type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
-import { annotateRequest } from "../Logging.js"
+import { flatMapNow, matchNow } from "../Immediate.js"
 import { RateLimits } from "../RateLimit/RateLimits.js"
-import { addResponseHeaders } from "../ResponseHeaders.js"
+import { layerDirect } from "../Serving/Middleware.js"
 import { orUnavailable } from "../Unavailable.js"
 import { Authorization } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
@@ -25,27 +24,25 @@ export const bearerToken = (header: string | undefined): Option.Option<Redacted.
 /** The challenge every 401 carries (RFC 6750). */
 export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": "Bearer realm=\"petstore\"" }
 
-const challenge = addResponseHeaders(CHALLENGE_HEADERS)
-
 /**
- * The bearer check itself, given the request's `Authorization` header: the same code whichever path serves the
- * request (the HttpApi app, or the pipeline derived from the same declaration).
+ * The bearer check itself, given the request's `Authorization` header: done at once (an `Exit`, see `Immediate.ts`)
+ * for a missing or malformed header and for a key checked a moment ago; else the database is asked.
  */
 export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck", {
   effect: Effect.map(ApiKeys, (keys) => {
     // Made once: `check` runs on every request.
     const known = Option.match({
-      onNone: () => Effect.fail(unauthorized("The API key is not valid.")),
-      onSome: Effect.succeed<AuthenticatedKey>
+      onNone: () => Exit.fail(unauthorized("The API key is not valid.")),
+      onSome: Exit.succeed<AuthenticatedKey>
     })
     return {
       check: (header: string | null | undefined): Effect.Effect<AuthenticatedKey, Unauthorized | Unavailable> => {
-        if (header === undefined || header === null) return Effect.fail(unauthorized())
+        if (header === undefined || header === null) return Exit.fail(unauthorized())
         const token = bearerToken(header)
         if (Option.isNone(token)) {
-          return Effect.fail(unauthorized("The Authorization header must be 'Bearer <API_KEY>'."))
+          return Exit.fail(unauthorized("The Authorization header must be 'Bearer <API_KEY>'."))
         }
-        return Effect.flatMap(orUnavailable(keys.authenticate(token.value)), known)
+        return flatMapNow(orUnavailable(keys.authenticate(token.value)), known)
       }
     }
   })
@@ -54,27 +51,26 @@ export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck
 /**
  * The `Authorization` middleware: the key, then its quota. The quota is counted here rather than in a middleware of its
  * own because HttpApi runs a group's later middleware before the earlier ones, without what they provide (the key).
+ * Written as a direct face (`Serving/Middleware.ts`): a key checked a moment ago, without a quota, is settled before
+ * the request's fiber starts.
  */
-export const AuthorizationLive = Layer.effect(
+export const AuthorizationLive = layerDirect(
   Authorization,
   Effect.gen(function*() {
     const { check } = yield* BearerCheck
-    const rateLimits = yield* RateLimits
-    // HttpApi hands over the header minus its first 7 characters; the header itself is read to check the scheme. The
-    // effect is made once: each request runs it, rather than building it anew.
-    // The request's log lines, its `request` line included, name the key that authenticated it (never the key); then
-    // the key's quota, when there is one (without, no step is spent on it).
-    const admit = Option.isNone(rateLimits.policy)
-      ? (key: AuthenticatedKey) => Effect.as(annotateRequest("keyId", key.id), key)
-      : (key: AuthenticatedKey) =>
-        Effect.as(Effect.zipRight(annotateRequest("keyId", key.id), rateLimits.consume(key.id)), key)
-    const authorize = Effect.flatMap(
-      HttpServerRequest.HttpServerRequest,
-      (request) => check(request.headers.authorization)
-    ).pipe(
-      Effect.tapError((error) => error._tag === "Unauthorized" ? challenge : Effect.void),
-      Effect.flatMap(admit)
-    )
-    return Authorization.of({ bearerAuth: () => authorize })
+    const { consume, policy } = yield* RateLimits
+    return (request) =>
+      matchNow(check(request.headers.authorization), {
+        onFailure: (error) => {
+          if (error._tag === "Unauthorized") Object.assign(request.answerHeaders, CHALLENGE_HEADERS)
+          return Exit.fail(error)
+        },
+        onSuccess: (key) => {
+          // The request's log lines, its `request` line included, name the key that authenticated it (never the key);
+          // then the key's quota, when there is one (without, nothing is spent on it).
+          request.annotations.keyId = key.id
+          return Option.isNone(policy) ? Exit.succeed(key) : Effect.as(consume(key.id), key)
+        }
+      })
   })
 ).pipe(Layer.provide(RateLimits.Default))

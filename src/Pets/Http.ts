@@ -5,13 +5,14 @@
  * functions.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Exit, Option } from "effect"
 import { BASE_PATH, ServedApi } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { NotFound } from "../Domain/Errors.js"
 import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet } from "../Domain/Pet.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import type { GroupHandlers } from "../Serving/Handlers.js"
+import { layerDirect } from "../Serving/Middleware.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
 import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
@@ -113,4 +114,10 @@ export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
 }
 
 /** Every answer of getPet, whatever its status, announces the deprecation. */
-export const DeprecationLive = Layer.succeed(Deprecation, addResponseHeaders(DEPRECATION_HEADERS))
+export const DeprecationLive = layerDirect(
+  Deprecation,
+  Effect.succeed((request) => {
+    Object.assign(request.answerHeaders, DEPRECATION_HEADERS)
+    return Exit.void
+  })
+)

@@ -5,7 +5,7 @@
 import { type HttpApp, HttpApp as App, type HttpRouter } from "@effect/platform"
 import { Context, type Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Logging.js"
-import type { PipelineRequest } from "./Pipeline.js"
+import type { PipelineRequest } from "./RequestInput.js"
 import type { AppAnswer } from "./Server.js"
 
 /** Serves a request, under the request's server span when there is one. */

@@ -1,182 +1,45 @@
 /**
- * Running one request to a declared endpoint: middleware → decode → handler → encode, in a fiber of the request's
- * own, the answer made inside that fiber. The fiber starts with a context of the request's own: the request, the
- * headers its answer collects, the annotations its log lines carry (its request id for every fiber it starts: the
- * runtime's loggers read it there, `Logging.withRequestAnnotations`). The stages are built once per route from what
- * `Derive.ts` derived; a request only supplies its input.
+ * Running one request to a declared endpoint: middleware → handler → encode, the request decoded before (as
+ * `RequestDecode.ts` says why). Each middleware's direct face, when it has one, is asked first, before any fiber
+ * (`Middleware.ts`): those that know their outcome at once are settled there — what they provide put in the request's
+ * context, a failure answered. The rest of the request runs in a fiber of its own, the answer made from its exit
+ * (`Answer.ts`). The fiber starts with a context of the request's own: the request, the headers its answer collects,
+ * the annotations its log lines carry (its request id for every fiber it starts: the runtime's loggers read it there,
+ * `Logging.withRequestAnnotations`). The programs are built once per route from what `Derive.ts` derived; a request
+ * only supplies its input.
  *
- * As in HttpApi, the middleware run before the request is decoded (an unauthenticated request is a 401 whatever its
- * query), and a failure is encoded as the endpoint declares it; a failure it does not declare is a logged 500, an
- * interrupted request a 503.
+ * As in HttpApi, the middleware run before the decoded request is looked at (an unauthenticated request is a 401
+ * whatever its query), and a failure is encoded as the endpoint declares it; a failure it does not declare is a
+ * logged 500, an interrupted request a 503.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import {
-  Cause,
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Exit,
-  type Fiber,
-  FiberId,
-  Option,
-  ParseResult,
-  Runtime,
-  Tracer
-} from "effect"
+import { Context, Duration, Effect, Exit, type Fiber, FiberId, type FiberRefs, Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Logging.js"
 import { AnswerHeaders } from "../ResponseHeaders.js"
+import { type Answer, answerFromExit, refusalAnswer } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
-import type { ReadBody } from "./Gate.js"
-import type { DecodedRequest } from "./Handlers.js"
+import type { MiddlewareRequest } from "./Middleware.js"
 import * as Refusals from "./Refusals.js"
-import { Refused, RequestInput } from "./RequestInput.js"
+import { decodeRequest } from "./RequestDecode.js"
+import { type PipelineRequest, Refused, RequestInput } from "./RequestInput.js"
 import { RequestServices } from "./RequestServices.js"
-
-/** An answer before it is a `Response`: the server adds its own headers and writes the log line from it. */
-export interface Answer {
-  readonly status: number
-  readonly body: string | null
-  readonly headers: Record<string, string>
-  /** The annotations set while serving the request (the key id its middleware set, …), for its log line. */
-  readonly annotations: Readonly<Record<string, unknown>>
-}
-
-const JSON_HEADERS = { "content-type": "application/json" } as const
-
-const NONE: Readonly<Record<string, unknown>> = {}
-
-export const refusalAnswer = (refusal: Refusals.Refusal, annotations = NONE): Answer => ({
-  status: refusal.status,
-  body: Refusals.refusalBody(refusal),
-  headers: refusal.headers === undefined ? { ...JSON_HEADERS } : { ...JSON_HEADERS, ...refusal.headers },
-  annotations
-})
-
-const percentDecoded = (params: Readonly<Record<string, string>>): Record<string, string> | undefined => {
-  const out: Record<string, string> = {}
-  try {
-    for (const name in params) out[name] = decodeURIComponent(params[name])
-  } catch {
-    return undefined
-  }
-  return out
-}
-
-const firstIssue = (error: ParseResult.ParseError) => ParseResult.ArrayFormatter.formatErrorSync(error)[0]
-
-/**
- * The endpoint's decoders over the request's input, in HttpApi's order: path, payload, headers, query. Run before the
- * request's fiber starts (decoding is pure), its outcome is what the handler receives once the middleware passed: so
- * an unauthenticated request is still a 401 whatever its query, as HttpApi answers it.
- */
-const decodeRequest = (
-  route: EndpointRoute,
-  input: PipelineRequest,
-  request: HttpServerRequest.HttpServerRequest
-): DecodedRequest | Refused => {
-  const decoded: DecodedRequest = { request }
-  const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) =>
-    new Refused(Refusals.decodeFailure(part, firstIssue(error), (name) => Array.isArray(input.query[name])))
-  if (route.decodePath !== undefined) {
-    const params = percentDecoded(input.params)
-    if (params === undefined) return new Refused(Refusals.unreadablePath(input.request.url.split("?")[0]))
-    const result = route.decodePath(params)
-    if (Either.isLeft(result)) return refuse("path", result.left)
-    decoded.path = result.right
-  }
-  if (route.decodePayload !== undefined) {
-    const result = route.decodePayload(input.body?.json)
-    if (Either.isLeft(result)) return refuse("body", result.left)
-    decoded.payload = result.right
-  }
-  if (route.decodeHeaders !== undefined) {
-    const result = route.decodeHeaders(request.headers)
-    if (Either.isLeft(result)) return refuse("header", result.left)
-    decoded.headers = result.right
-  }
-  if (route.decodeQuery !== undefined) {
-    const result = route.decodeQuery(input.query)
-    if (Either.isLeft(result)) return refuse("query", result.left)
-    decoded.urlParams = result.right
-  }
-  return decoded
-}
-
-/** The headers handlers and middleware added (`addResponseHeaders`) over the JSON content type. */
-const withJsonType = (added: Record<string, string>): Record<string, string> => {
-  if (!("content-type" in added)) added["content-type"] = JSON_HEADERS["content-type"]
-  return added
-}
-
-/**
- * The answer a finished request's fiber gives, made from its exit: its success as the endpoint encodes it, a refusal,
- * a declared error as the endpoint encodes it, a 503 for an interrupted request, else `undefined` (a failure nobody
- * declared, logged by the caller as a 500).
- */
-const answerFromExit = (
-  route: EndpointRoute,
-  exit: Exit.Exit<unknown, unknown>,
-  input: RequestInput
-): Answer | undefined => {
-  const annotations = input.log.annotations
-  if (Exit.isSuccess(exit)) {
-    const value = exit.value
-    // A handler that answers with a response of its own: kept as it is but for its body, which is not JSON.
-    if (HttpServerResponse.isServerResponse(value)) {
-      return { status: value.status, body: null, headers: { ...value.headers, ...input.answerHeaders }, annotations }
-    }
-    return {
-      status: route.successStatus,
-      body: route.encodeSuccess(value),
-      headers: withJsonType(input.answerHeaders),
-      annotations
-    }
-  }
-  const failure = Cause.failureOption(exit.cause)
-  if (Option.isSome(failure)) {
-    const error = failure.value
-    if (error instanceof Refused) return refusalAnswer(error.refusal, annotations)
-    for (const declared of route.failures) {
-      if (!declared.is(error)) continue
-      return {
-        status: declared.status,
-        body: JSON.stringify(declared.encode(error)),
-        headers: withJsonType(input.answerHeaders),
-        annotations
-      }
-    }
-  }
-  if (Cause.isInterruptedOnly(exit.cause)) return refusalAnswer(Refusals.shuttingDown, annotations)
-  return undefined
-}
 
 type Services = RequestInput | HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams
 
-/** A route's program: its middleware around its handler, which receives the request decoded before the fiber began. */
-const makeProgram = (route: EndpointRoute): Effect.Effect<unknown, unknown, Services> => {
+/**
+ * A route's programs: `programs[i]` is its middleware from the i-th on around its handler (`programs[0]` the whole
+ * request, the last the handler alone), so that the request goes on from wherever the direct faces left it.
+ */
+const makePrograms = (route: EndpointRoute): ReadonlyArray<Effect.Effect<unknown, unknown>> => {
   // A handler's requirements are what its middleware provide (checked where the handlers are typed, `Handlers.ts`).
   const core = Effect.contextWithEffect((context: Context.Context<RequestInput>) => {
     const decoded = Context.unsafeGet(context, RequestInput).decoded
     return decoded instanceof Refused ? Effect.fail(decoded) : route.handler(decoded)
   }) as Effect.Effect<unknown, unknown, Services>
-  return route.middleware.reduceRight<Effect.Effect<unknown, unknown, Services>>(
-    (inner, middleware) => middleware.around(inner),
-    core
-  )
-}
-
-/** The input of a request to a route. */
-export interface PipelineRequest {
-  readonly request: Request
-  /** When the server received it (`performance.now()`): the deadline counts from then. */
-  readonly started: number
-  readonly params: Readonly<Record<string, string>>
-  readonly query: Readonly<Record<string, string | Array<string>>>
-  readonly body: ReadBody | undefined
-  readonly requestId: string
-  /** The request's server span: its fiber runs under it (its child spans and log lines join it). */
-  readonly parentSpan?: Tracer.Span | undefined
+  const programs: Array<Effect.Effect<unknown, unknown, Services>> = [core]
+  for (const middleware of [...route.middleware].reverse()) programs.unshift(middleware.around(programs[0]))
+  // Each program's services are in the context its fiber starts with (`makePipeline`).
+  return programs as Array<Effect.Effect<unknown, unknown>>
 }
 
 export type Pipeline = (route: EndpointRoute, input: PipelineRequest) => Answer | Promise<Answer>
@@ -192,13 +55,12 @@ export const makePipeline = (
   /** How long a request may take (`REQUEST_TIMEOUT`): past it, it is interrupted and answered 503. */
   requestTimeout: Duration.Duration
 ): Pipeline => {
-  // Each program's services are in the context its fiber starts with (below).
-  const programs = new Map(routes.map((route) => [route, makeProgram(route) as Effect.Effect<unknown, unknown>]))
+  const programsOf = new Map(routes.map((route) => [route, makePrograms(route)]))
   const baseServices = (runtime.context as unknown as { readonly unsafeMap: Map<string, unknown> }).unsafeMap
   const timeoutMillis = Duration.toMillis(requestTimeout)
-  /** A runtime with a finished request fiber's context and references, for what runs after it (a log line, …). */
-  const afterwards = (fiber: Fiber.RuntimeFiber<unknown, unknown>, context: Context.Context<never>) =>
-    Runtime.make({ context, fiberRefs: fiber.getFiberRefs(), runtimeFlags: runtime.runtimeFlags })
+  /** A runtime with the request's context and references, for what runs after its outcome (a log line, …). */
+  const afterwards = (fiberRefs: FiberRefs.FiberRefs, context: Context.Context<never>) =>
+    Runtime.make({ context, fiberRefs, runtimeFlags: runtime.runtimeFlags })
 
   return (route, input) => {
     const request = HttpServerRequest.fromWeb(input.request)
@@ -214,31 +76,33 @@ export const makePipeline = (
     services.set(RequestLogContext.key, log)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const context = Context.unsafeMake<never>(services)
-    const fiber = Runtime.runFork(
-      Runtime.make({ context, fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
-    )(programs.get(route)!)
 
     /**
-     * The answer, with the headers handlers and middleware added, then what any pre-response handler of the
-     * framework's makes of it (so middleware written for HttpApi work unchanged; run, when there is one, with the
-     * fiber's context and references).
+     * The answer, with the headers handlers and middleware added, then — when a fiber ran — what any pre-response
+     * handler of the framework's makes of it (so middleware written for HttpApi work unchanged; run, when there is one,
+     * with the fiber's context and references).
      */
-    const finish = (exit: Exit.Exit<unknown, unknown>, late = false): Answer | Promise<Answer> => {
+    const finish = (
+      exit: Exit.Exit<unknown, unknown>,
+      fiber?: Fiber.RuntimeFiber<unknown, unknown>,
+      late = false
+    ): Answer | Promise<Answer> => {
       let answer = late
         ? refusalAnswer(Refusals.deadlineExceeded, log.annotations)
         : answerFromExit(route, exit, requestInput)
       if (answer === undefined) {
         if (Exit.isFailure(exit)) {
-          Runtime.runFork(afterwards(fiber, context))(Effect.logError("unexpected failure", exit.cause))
+          const fiberRefs = fiber === undefined ? runtime.fiberRefs : fiber.getFiberRefs()
+          Runtime.runFork(afterwards(fiberRefs, context))(Effect.logError("unexpected failure", exit.cause))
         }
         answer = refusalAnswer(Refusals.internalError, log.annotations)
       }
       if (answer.headers !== answerHeaders) Object.assign(answer.headers, answerHeaders)
-      const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
-      if (handler._tag === "None") return answer
+      const handler = fiber?.getFiberRef(HttpApp.currentPreResponseHandlers)
+      if (handler === undefined || handler._tag === "None") return answer
       const made = answer
       const response = HttpServerResponse.empty({ status: made.status, headers: made.headers })
-      return Runtime.runPromise(afterwards(fiber, context))(
+      return Runtime.runPromise(afterwards(fiber!.getFiberRefs(), context))(
         Effect.map(Effect.orDie(handler.value(request, response)), (finished) => ({
           ...made,
           status: finished.status,
@@ -246,8 +110,38 @@ export const makePipeline = (
         }))
       )
     }
+
+    // The middleware's direct faces, in order, until one has none or does not know its outcome at once.
+    const programs = programsOf.get(route)!
+    const middleware = route.middleware
+    let program = programs[middleware.length]
+    const seen: MiddlewareRequest = { headers: request.headers, answerHeaders, annotations: log.annotations }
+    for (let i = 0; i < middleware.length; i++) {
+      const direct = middleware[i].direct
+      if (direct === undefined) {
+        program = programs[i]
+        break
+      }
+      const outcome = direct(seen)
+      if (!Exit.isExit(outcome)) {
+        program = middleware[i].around(programs[i + 1], outcome) as Effect.Effect<unknown, unknown>
+        break
+      }
+      if (Exit.isSuccess(outcome)) {
+        const provides = middleware[i].provides
+        if (provides !== undefined) services.set(provides, outcome.value)
+      } else if (!middleware[i].optional) {
+        return finish(outcome)
+      }
+    }
+    // Past every middleware with a request its decoders refused: answered without a fiber.
+    if (program === programs[middleware.length] && decoded instanceof Refused) return finish(Exit.fail(decoded))
+
+    const fiber = Runtime.runFork(
+      Runtime.make({ context, fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
+    )(program)
     const done = fiber.unsafePoll()
-    if (done !== null) return finish(done)
+    if (done !== null) return finish(done, fiber)
     // Only a request that waits needs its deadline kept, and its client's going away noticed.
     const signal = input.request.signal
     const abort = () => fiber.unsafeInterruptAsFork(FiberId.none)
@@ -261,7 +155,7 @@ export const makePipeline = (
       fiber.addObserver((exit) => {
         clearTimeout(deadline)
         signal.removeEventListener("abort", abort)
-        resolve(finish(exit, late))
+        resolve(finish(exit, fiber, late))
       })
     )
   }

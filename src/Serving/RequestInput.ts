@@ -2,24 +2,33 @@
  * A request as its fiber sees it: what the server read of it, its platform form, and the fiber's own services.
  */
 import type { HttpServerRequest } from "@effect/platform"
-import { Context } from "effect"
+import { Context, type Tracer } from "effect"
 import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
 import type { Refusal } from "./Refusals.js"
 
-/** What a request brings to its fiber, beside the platform's request. */
-export interface RequestInput {
+/** The input of a request to a route, as the server hands it to the pipeline. */
+export interface PipelineRequest {
+  readonly request: Request
+  /** When the server received it (`performance.now()`): the deadline counts from then. */
+  readonly started: number
+  /** Path parameters, still percent-encoded. */
+  readonly params: Readonly<Record<string, string>>
+  readonly query: Readonly<Record<string, string | Array<string>>>
+  readonly body: ReadBody | undefined
   readonly requestId: string
+  /** The request's server span: its fiber runs under it (its child spans and log lines join it). */
+  readonly parentSpan?: Tracer.Span | undefined
+}
+
+/** What a request brings to its fiber, beside the platform's request. */
+export interface RequestInput extends Omit<PipelineRequest, "request"> {
   /** The headers handlers and middleware add to the answer (`ResponseHeaders.AnswerHeaders`). */
   readonly answerHeaders: Record<string, string>
   /** The request as its log lines name it (`Logging.RequestLogContext`). */
   readonly log: { readonly requestId: string; readonly annotations: Record<string, unknown> }
   /** The services of the request's fiber: its own map, so what a middleware provides is added to it in place. */
   readonly services: Map<string, unknown>
-  /** Path parameters, still percent-encoded. */
-  readonly params: Readonly<Record<string, string>>
-  readonly query: Readonly<Record<string, string | Array<string>>>
-  readonly body: ReadBody | undefined
   readonly request: HttpServerRequest.HttpServerRequest
   /** The request as the endpoint's decoders made it, or why they refused it (answered once the middleware passed). */
   readonly decoded: DecodedRequest | Refused
