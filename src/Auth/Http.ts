@@ -51,8 +51,8 @@ export class BearerCheck extends Effect.Service<BearerCheck>()("Auth/BearerCheck
 /**
  * The `Authorization` middleware: the key, then its quota. The quota is counted here rather than in a middleware of its
  * own because HttpApi runs a group's later middleware before the earlier ones, without what they provide (the key).
- * Written as a direct face (`Serving/Middleware.ts`): a key checked a moment ago, without a quota, is settled before
- * the request's fiber starts.
+ * Written as a direct face (`Serving/Middleware.ts`): a key checked a moment ago, and its quota when it is counted in
+ * memory, are settled before the request's fiber starts.
  */
 export const AuthorizationLive = layerDirect(
   Authorization,
@@ -69,7 +69,9 @@ export const AuthorizationLive = layerDirect(
           // The request's log lines, its `request` line included, name the key that authenticated it (never the key);
           // then the key's quota, when there is one (without, nothing is spent on it).
           request.annotations.keyId = key.id
-          return Option.isNone(policy) ? Exit.succeed(key) : Effect.as(consume(key.id), key)
+          return Option.isNone(policy)
+            ? Exit.succeed(key)
+            : flatMapNow(consume(key.id, request.answerHeaders), () => Exit.succeed(key))
         }
       })
   })

@@ -46,9 +46,8 @@ export const POLICY_NAME = "default"
 export const policyField = (policy: Policy): string => `"${POLICY_NAME}";q=${policy.limit};w=${policy.windowSeconds}`
 
 /** Whole seconds, rounded up: a client that waits this long finds the quota back. */
-export const secondsOf = (duration: Duration.Duration): number =>
-  Math.max(0, Math.ceil(Duration.toMillis(duration) / 1000))
+export const secondsOf = (millis: number): number => Math.max(0, Math.ceil(millis / 1000))
 
-/** `RateLimit`'s value: `remaining` requests left, all of the quota back in `reset`. */
-export const limitField = (remaining: number, reset: Duration.Duration): string =>
-  `"${POLICY_NAME}";r=${Math.max(0, remaining)};t=${secondsOf(reset)}`
+/** `RateLimit`'s value: `remaining` requests left, all of the quota back in `resetSeconds`. */
+export const limitField = (remaining: number, resetSeconds: number): string =>
+  `"${POLICY_NAME}";r=${Math.max(0, remaining)};t=${resetSeconds}`

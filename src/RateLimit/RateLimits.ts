@@ -1,79 +1,96 @@
 /**
  * The quota of each API key (`RATE_LIMIT`), checked once per authenticated request by the `Authorization` middleware
- * right after the key: `@effect/experimental`'s `RateLimiter` (fixed window) on a store that is the process's memory on
- * SQLite (one process serves a SQLite file) and the database on PostgreSQL (every replica counts against the same
- * quota). Every answer of a rate-limited request states the quota (`RateLimit-Policy`, `RateLimit`); past it the
- * answer is 429 `rate_limited` with `Retry-After`, and nothing is done.
+ * right after the key: a fixed window per key, counted in the process's memory on SQLite (one process serves a SQLite
+ * file) and in the database on PostgreSQL (every replica counts against the same quota), by the algorithm of
+ * `@effect/experimental`'s `RateLimiter` stores (`MemoryWindow.ts`, `PostgresStore.ts`). Every answer of a
+ * rate-limited request states the quota (`RateLimit-Policy`, `RateLimit`); past it the answer is 429 `rate_limited`
+ * with `Retry-After`, and nothing is done.
+ *
+ * The in-memory count is done at once (an `Exit`, `Immediate.ts`): the quota costs no step of the request's fiber.
+ * That is why `RateLimiter.consume`, whose every call is a chain of Effect steps, is not used.
  */
-import { RateLimiter } from "@effect/experimental"
+import type { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Duration, Effect, Exit, Option } from "effect"
 import { type RateLimited, rateLimited, type Unavailable, unavailable } from "../Domain/Errors.js"
-import { addResponseHeaders } from "../ResponseHeaders.js"
+import { matchNow } from "../Immediate.js"
 import { SqliteDatabase } from "../Sqlite.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
+import { makeMemoryWindow, type WindowCount } from "./MemoryWindow.js"
 import { limitField, type Policy, policyField, RateLimitConfig, secondsOf } from "./Policy.js"
 import { makePostgresStore } from "./PostgresStore.js"
-
-/** The store of the backend in use: PostgreSQL's for PostgreSQL, else the process's memory. */
-const StoreLive = Layer.unwrapEffect(
-  Effect.gen(function*() {
-    const sqlite = yield* Effect.serviceOption(SqliteDatabase)
-    const sql = yield* SqlClient.SqlClient
-    if (Option.isSome(sqlite)) return RateLimiter.layerStoreMemory
-    return sql.onDialectOrElse({
-      pg: () => Layer.succeed(RateLimiter.RateLimiterStore, makePostgresStore(sql)),
-      orElse: () => RateLimiter.layerStoreMemory
-    })
-  })
-)
 
 export interface RateLimitsService {
   /** The policy in force; `None` when limits are off. */
   readonly policy: Option.Option<Policy>
   /**
-   * Counts one request of this API key: states the quota on the answer, and fails with 429 past it (503 when the
-   * shared counters cannot be reached).
+   * Counts one request of this API key: states the quota in the answer's headers, and fails with 429 past it (503 when
+   * the shared counters cannot be reached). Done at once when the count is in memory.
    */
-  readonly consume: (keyId: string) => Effect.Effect<void, RateLimited | Unavailable>
+  readonly consume: (
+    keyId: string,
+    answerHeaders: Record<string, string>
+  ) => Effect.Effect<void, RateLimited | Unavailable>
 }
 
-const limitedBy = (limiter: RateLimiter.RateLimiter, policy: Policy): RateLimitsService["consume"] => {
+type Count = (key: string) => Effect.Effect<WindowCount, RateLimiter.RateLimiterError>
+
+/** The count of the backend in use: PostgreSQL's shared counters for PostgreSQL, else the process's memory. */
+const counterFor = (policy: Policy) =>
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    // Each admitted request moves its key's counter this much later (as `RateLimiter` computes it for its stores).
+    const refillRate = Duration.unsafeDivide(policy.window, policy.limit)
+    const inMemory = (): Count => {
+      const count = makeMemoryWindow(policy.limit, refillRate)
+      return (key) => Exit.succeed(count(key, clock.unsafeCurrentTimeMillis()))
+    }
+    if (Option.isSome(yield* Effect.serviceOption(SqliteDatabase))) return inMemory()
+    const sql = yield* SqlClient.SqlClient
+    return sql.onDialectOrElse({
+      pg: (): Count => {
+        const store = makePostgresStore(sql)
+        return (key) => store.fixedWindow({ key, tokens: 1, refillRate, limit: policy.limit })
+      },
+      orElse: inMemory
+    })
+  })
+
+const limitedBy = (count: Count, policy: Policy): RateLimitsService["consume"] => {
   const policyHeader = policyField(policy)
-  return (keyId) =>
-    limiter.consume({ key: keyId, limit: policy.limit, window: policy.window, algorithm: "fixed-window" }).pipe(
-      Effect.matchEffect({
-        onSuccess: (result) =>
-          addResponseHeaders({
-            "ratelimit-policy": policyHeader,
-            ratelimit: limitField(result.remaining, result.resetAfter)
-          }),
-        onFailure: (error): Effect.Effect<never, RateLimited | Unavailable> => {
-          if (error.reason === "StoreError") {
-            return Effect.logError("rate-limit store failure", error).pipe(
-              Effect.zipRight(addResponseHeaders(UNAVAILABLE_HEADERS)),
-              Effect.zipRight(Effect.fail(unavailable()))
-            )
-          }
-          // At least a second: `Retry-After: 0` would invite the same request at once.
-          const wait = Math.max(1, secondsOf(error.retryAfter))
-          return addResponseHeaders({
-            "ratelimit-policy": policyHeader,
-            ratelimit: limitField(0, Duration.seconds(wait)),
-            "retry-after": String(wait)
-          }).pipe(Effect.zipRight(Effect.fail(rateLimited(wait))))
+  return (keyId, answerHeaders) =>
+    matchNow(count(keyId), {
+      onSuccess: ([requests, ttlMillis]): Effect.Effect<void, RateLimited> => {
+        answerHeaders["ratelimit-policy"] = policyHeader
+        const remaining = policy.limit - requests
+        if (remaining >= 0) {
+          answerHeaders.ratelimit = limitField(remaining, secondsOf(ttlMillis))
+          return Exit.void
         }
-      })
-    )
+        // At least a second: `Retry-After: 0` would invite the same request at once.
+        const wait = Math.max(1, secondsOf(ttlMillis))
+        answerHeaders.ratelimit = limitField(0, wait)
+        answerHeaders["retry-after"] = String(wait)
+        return Exit.fail(rateLimited(wait))
+      },
+      onFailure: (error) =>
+        Effect.zipRight(
+          Effect.logError("rate-limit store failure", error),
+          Effect.suspend(() => {
+            Object.assign(answerHeaders, UNAVAILABLE_HEADERS)
+            return Exit.fail(unavailable())
+          })
+        )
+    })
 }
 
 export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimits", {
   effect: Effect.gen(function*() {
     const policy = yield* RateLimitConfig
     if (Option.isNone(policy)) {
-      return { policy, consume: () => Effect.void } satisfies RateLimitsService as RateLimitsService
+      return { policy, consume: () => Exit.void } satisfies RateLimitsService as RateLimitsService
     }
-    const limiter = yield* RateLimiter.make.pipe(Effect.provide(StoreLive))
-    return { policy, consume: limitedBy(limiter, policy.value) } satisfies RateLimitsService as RateLimitsService
+    const count = yield* counterFor(policy.value)
+    return { policy, consume: limitedBy(count, policy.value) } satisfies RateLimitsService as RateLimitsService
   })
 }) {}
