@@ -37,7 +37,7 @@ class Greeting extends HttpApiMiddleware.Tag<Greeting>()("test/Greeting", { prov
 const GreetingLive = layerDirect(
   Greeting,
   Effect.succeed((request) => {
-    const name = request.headers["x-visitor"]
+    const name = request.headers.get("x-visitor") ?? undefined
     request.answerHeaders["x-greeted"] = name ?? "nobody"
     request.annotations.visitor = name ?? "nobody"
     if (name === undefined) return Exit.fail(new Stranger({ message: "Who are you?" }))

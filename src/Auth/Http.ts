@@ -60,7 +60,7 @@ export const AuthorizationLive = layerDirect(
     const { check } = yield* BearerCheck
     const { consume, policy } = yield* RateLimits
     return (request) =>
-      matchNow(check(request.headers.authorization), {
+      matchNow(check(request.headers.get("authorization")), {
         onFailure: (error) => {
           if (error._tag === "Unauthorized") Object.assign(request.answerHeaders, CHALLENGE_HEADERS)
           return Exit.fail(error)

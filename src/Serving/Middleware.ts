@@ -10,10 +10,10 @@
  * outcome at once costs no step of a fiber (`Pipeline.ts`).
  */
 import { HttpApiBuilder, HttpApiMiddleware, type HttpApiSecurity, HttpServerRequest } from "@effect/platform"
-import type { Headers } from "@effect/platform"
 import { Context, Effect, Layer } from "effect"
 import { annotateRequest } from "../Logging.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
+import type { HeaderView } from "./Gate.js"
 import { RequestInput } from "./RequestInput.js"
 
 type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams | RequestInput
@@ -23,7 +23,8 @@ type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.Pars
  * request's log line (written to until its outcome is done).
  */
 export interface MiddlewareRequest {
-  readonly headers: Headers.Headers
+  /** The request's headers, read by name (the web request's own, where the pipeline serves it: nothing is copied). */
+  readonly headers: HeaderView
   readonly answerHeaders: Record<string, string>
   readonly annotations: Record<string, unknown>
 }
@@ -41,7 +42,8 @@ const directFaces = new WeakMap<object, DirectFace<unknown, unknown>>()
 /** The direct face as the HttpApi app runs it: what it adds to the answer and the log applied once it is done. */
 const asEffect = <A, E>(face: DirectFace<A, E>) =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    const seen: MiddlewareRequest = { headers: request.headers, answerHeaders: {}, annotations: {} }
+    const headers: HeaderView = { get: (name) => request.headers[name.toLowerCase()] ?? null }
+    const seen: MiddlewareRequest = { headers, answerHeaders: {}, annotations: {} }
     return Effect.onExit(face(seen), () =>
       Effect.zipRight(
         addResponseHeaders(seen.answerHeaders),

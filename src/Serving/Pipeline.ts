@@ -68,7 +68,19 @@ export const makePipeline = (
     const answerHeaders: Record<string, string> = {}
     const log = { requestId: input.requestId, annotations: {} }
     const decoded = decodeRequest(route, input, request)
-    const requestInput: RequestInput = { ...input, services, request, answerHeaders, log, decoded }
+    const requestInput: RequestInput = {
+      started: input.started,
+      params: input.params,
+      query: input.query,
+      body: input.body,
+      requestId: input.requestId,
+      parentSpan: input.parentSpan,
+      services,
+      request,
+      answerHeaders,
+      log,
+      decoded
+    }
     services.set(RequestInput.key, requestInput)
     services.set(HttpServerRequest.HttpServerRequest.key, request)
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
@@ -115,7 +127,7 @@ export const makePipeline = (
     const programs = programsOf.get(route)!
     const middleware = route.middleware
     let program = programs[middleware.length]
-    const seen: MiddlewareRequest = { headers: request.headers, answerHeaders, annotations: log.annotations }
+    const seen: MiddlewareRequest = { headers: input.request.headers, answerHeaders, annotations: log.annotations }
     for (let i = 0; i < middleware.length; i++) {
       const direct = middleware[i].direct
       if (direct === undefined) {

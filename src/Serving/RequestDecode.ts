@@ -13,7 +13,10 @@ import { type PipelineRequest, Refused } from "./RequestInput.js"
 const percentDecoded = (params: Readonly<Record<string, string>>): Record<string, string> | undefined => {
   const out: Record<string, string> = {}
   try {
-    for (const name in params) out[name] = decodeURIComponent(params[name])
+    for (const name in params) {
+      const text = params[name]
+      out[name] = text.includes("%") ? decodeURIComponent(text) : text
+    }
   } catch {
     return undefined
   }

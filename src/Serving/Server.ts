@@ -76,8 +76,15 @@ export const makeServer = (options: ServerOptions): Server => {
       if (!headers.has("cache-control")) headers.set("cache-control", PROTECTIVE_HEADERS["cache-control"])
       if (origin !== undefined) { for (const name in origin) headers.set(name, origin[name]) }
     } else {
-      const headers = { ...PROTECTIVE_HEADERS, ...served.headers, ...origin, "x-request-id": requestId }
-      if (served.body === null) delete (headers as Record<string, string>)["content-type"]
+      // The answer's own headers object (made for this request): the protective headers where it has none of its own.
+      const headers = served.headers
+      if (!("x-content-type-options" in headers)) {
+        headers["x-content-type-options"] = PROTECTIVE_HEADERS["x-content-type-options"]
+      }
+      if (!("cache-control" in headers)) headers["cache-control"] = PROTECTIVE_HEADERS["cache-control"]
+      if (origin !== undefined) Object.assign(headers, origin)
+      headers["x-request-id"] = requestId
+      if (served.body === null) delete headers["content-type"]
       response = new Response(request.method === "HEAD" ? null : served.body, { status: served.status, headers })
     }
     log(request, response.status, started, withTraceIds(served.annotations, observed?.parentSpan), requestId)
