@@ -5,14 +5,18 @@
  * collector that is down costs requests nothing and its spans are counted as dropped. Also the samplers, and the
  * trace ids in log lines.
  */
+import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Logger, Metric, Option, Redacted, Scope } from "effect"
+import { Context, Effect, Exit, Layer, Logger, Metric, Option, Redacted, Scope } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { ObservabilityConfig } from "../src/Observability/Config.js"
 import { ObservabilityLive } from "../src/Observability/Live.js"
 import { spansDropped } from "../src/Observability/Metrics.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
-import { newSpanId, newTraceId } from "../src/Observability/Tracer.js"
+import { makeSpanExporter } from "../src/Observability/SpanExporter.js"
+import { makeTracer, newSpanId, newTraceId } from "../src/Observability/Tracer.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import * as Sql from "../src/Sql.js"
 import { describePostgres, SQLite } from "./support/backends.js"
@@ -218,6 +222,34 @@ describe("traces over OTLP", () => {
           OTEL_METRIC_EXPORT_INTERVAL: "600000"
         })
       )
+    }))
+
+  it.scopedLive("spans short of a full batch wait for OTEL_BSP_SCHEDULE_DELAY or the end: exports are full batches", () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      const named = () => receiver.spans.filter((span) => span.name === "batched").length
+      const scope = yield* Scope.make()
+      const sink = yield* makeSpanExporter({
+        url: `${receiver.url}/v1/traces`,
+        headers: {},
+        resource: OtlpResource.make({ serviceName: "petstore" }),
+        timeoutMillis: 2000,
+        maxQueueSize: 100,
+        maxExportBatchSize: 2,
+        scheduleDelayMillis: 600_000
+      }).pipe(Scope.extend(scope), Effect.provide([FetchHttpClient.layer, OtlpSerialization.layerJson]))
+      const tracer = makeTracer(() => true, sink)
+      // Three spans at once, batches of two: the full batch leaves; the third stays, though it came in before the
+      // export of the first two was over.
+      for (let i = 0; i < 3; i++) {
+        tracer.span("batched", Option.none(), Context.empty(), [], 0n, "server").end(1n, Exit.void)
+      }
+      for (let i = 0; i < 200 && named() < 2; i++) yield* Effect.sleep("10 millis")
+      yield* Effect.sleep("300 millis")
+      expect(named()).toBe(2)
+      // The exporter's end sends the rest.
+      yield* Scope.close(scope, Exit.void)
+      expect(named()).toBe(3)
     }))
 
   it.scoped("log lines written under a sampled request's span carry its traceId and spanId", () =>

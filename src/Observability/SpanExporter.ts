@@ -111,19 +111,26 @@ export const makeSpanExporter = (
         })
       )
 
-    /** Sends everything buffered, batch after batch; one export at a time. */
-    const flush = Effect.whileLoop({
-      while: () => queue.length > 0,
-      body: () => {
-        const batch = queue.length <= options.maxExportBatchSize ? queue : queue.slice(0, options.maxExportBatchSize)
-        queue = batch === queue ? [] : queue.slice(options.maxExportBatchSize)
-        return send(batch)
-      },
-      step: () => {}
-    })
-    // The exports make no spans of their own (they would feed themselves).
-    const exportNow = exporting.withPermits(1)(flush).pipe(Effect.withTracerEnabled(false))
-    const exportIfIdle = exporting.withPermitsIfAvailable(1)(flush).pipe(Effect.withTracerEnabled(false))
+    /** Sends what is buffered, batch after batch, while `more` says so. */
+    const flushWhile = (more: () => boolean) =>
+      Effect.whileLoop({
+        while: more,
+        body: () => {
+          const batch = queue.length <= options.maxExportBatchSize ? queue : queue.slice(0, options.maxExportBatchSize)
+          queue = batch === queue ? [] : queue.slice(options.maxExportBatchSize)
+          return send(batch)
+        },
+        step: () => {}
+      })
+    // One export at a time, making no spans of its own (they would feed themselves). A full batch leaves at once; the
+    // rest waits for the schedule (or the end): sending whatever came in during the last export as soon as it is over
+    // made a stream of small exports, each costing as much as a full one (measured: 30 spans an export under load).
+    const exportNow = exporting.withPermits(1)(flushWhile(() => queue.length > 0)).pipe(
+      Effect.withTracerEnabled(false)
+    )
+    const exportIfIdle = exporting.withPermitsIfAvailable(1)(
+      flushWhile(() => queue.length >= options.maxExportBatchSize)
+    ).pipe(Effect.withTracerEnabled(false))
 
     yield* Effect.addFinalizer(() => exportNow.pipe(Effect.interruptible, Effect.timeoutOption(timeout)))
     yield* Effect.sleep(Duration.millis(options.scheduleDelayMillis)).pipe(
