@@ -111,23 +111,32 @@ export const makeSpanExporter = (
         })
       )
 
-    /** Sends what is buffered, batch after batch, while `more` says so. */
-    const flushWhile = (more: () => boolean) =>
-      Effect.whileLoop({
-        while: more,
-        body: () => {
-          const batch = queue.length <= options.maxExportBatchSize ? queue : queue.slice(0, options.maxExportBatchSize)
-          queue = batch === queue ? [] : queue.slice(options.maxExportBatchSize)
-          return send(batch)
-        },
-        step: () => {}
+    /** Sends buffered spans, batch after batch, while `more` (given how many were sent so far) says so. */
+    const flushWhile = (more: (sent: number) => boolean) =>
+      Effect.suspend(() => {
+        let sent = 0
+        return Effect.whileLoop({
+          while: () => queue.length > 0 && more(sent),
+          body: () => {
+            const batch = queue.length <= options.maxExportBatchSize
+              ? queue
+              : queue.slice(0, options.maxExportBatchSize)
+            queue = batch === queue ? [] : queue.slice(options.maxExportBatchSize)
+            sent += batch.length
+            return send(batch)
+          },
+          step: () => {}
+        })
       })
     // One export at a time, making no spans of its own (they would feed themselves). A full batch leaves at once; the
-    // rest waits for the schedule (or the end): sending whatever came in during the last export as soon as it is over
-    // made a stream of small exports, each costing as much as a full one (measured: 30 spans an export under load).
-    const exportNow = exporting.withPermits(1)(flushWhile(() => queue.length > 0)).pipe(
-      Effect.withTracerEnabled(false)
-    )
+    // rest waits for the schedule, which sends what was there when it began, or the end. Sending whatever came in
+    // during an export as soon as it was over made a stream of small exports, each costing about what a full one
+    // does (measured: 1378 exports of about 30 spans in 10 s at 10 % sampling; 107 of 512 without).
+    const exportAll = Effect.suspend(() => {
+      const due = queue.length
+      return flushWhile((sent) => sent < due)
+    })
+    const exportNow = exporting.withPermits(1)(exportAll).pipe(Effect.withTracerEnabled(false))
     const exportIfIdle = exporting.withPermitsIfAvailable(1)(
       flushWhile(() => queue.length >= options.maxExportBatchSize)
     ).pipe(Effect.withTracerEnabled(false))
