@@ -1,7 +1,8 @@
 /**
  * A middleware written as a direct face (`layerDirect`): the pipeline settles an outcome known at once before the
  * request's fiber starts and runs one that is not inside it; the HttpApi app runs the same face as the middleware's
- * effect. Every way gives the same answer, the same added headers and the same annotations on the request's line.
+ * effect. Every way gives the same answer, the same added headers and the same annotations on the request's line, for
+ * a middleware that provides a service and for an optional one.
  */
 import {
   HttpApi,
@@ -52,8 +53,24 @@ const GreetingLive = layerDirect(
   })
 )
 
+/** An optional middleware: a failure of it lets the request go on. `x-stamp: fail` fails at once, `slow-fail` later. */
+class Stamp extends HttpApiMiddleware.Tag<Stamp>()("test/Stamp", { optional: true, failure: Stranger }) {}
+
+const StampLive = layerDirect(
+  Stamp,
+  Effect.succeed((request) => {
+    const stamp = request.headers.get("x-stamp")
+    request.answerHeaders["x-stamped"] = stamp ?? "yes"
+    if (stamp === "fail") return Exit.fail(new Stranger({ message: "No stamp." }))
+    if (stamp === "slow-fail") {
+      return Effect.sleep("1 millis").pipe(Effect.zipRight(Effect.fail(new Stranger({ message: "No stamp." }))))
+    }
+    return Exit.void
+  })
+)
+
 class HelloApi extends HttpApiGroup.make("hello", { topLevel: true })
-  .add(HttpApiEndpoint.get("hello", "/hello").addSuccess(Schema.Struct({ hello: Schema.String })))
+  .add(HttpApiEndpoint.get("hello", "/hello").addSuccess(Schema.Struct({ hello: Schema.String })).middleware(Stamp))
   .middleware(Greeting)
 {}
 const TestApi = HttpApi.make("test").add(HelloApi)
@@ -65,7 +82,7 @@ const hello: GroupHandlers<typeof TestApi, "hello"> = {
 const testRoutes = Layer.mergeAll(
   HttpApiBuilder.api(TestApi).pipe(
     Layer.provide(HttpApiBuilder.group(TestApi, "hello", (handlers) => handlers.handle("hello", hello.hello))),
-    Layer.provide(GreetingLive)
+    Layer.provide([GreetingLive, StampLive])
   ),
   Layer.succeed(ApiHandlers, apiHandlers(TestApi, { hello }))
 )
@@ -90,23 +107,41 @@ describe("a middleware's direct face", () => {
         )
       const pipeline = yield* serve(true)
       const app = yield* serve(false)
-      const visitors = ["ann", "slow-bo", undefined, "slow-stranger"]
+      // Each request: the visitor (none: a 403 from Greeting), and the optional Stamp's header (its failures let it on).
+      // Stamp is the endpoint's middleware, so it runs around the group's Greeting: first.
+      const requests: ReadonlyArray<readonly [string | undefined, string | undefined]> = [
+        ["ann", undefined],
+        ["slow-bo", undefined],
+        [undefined, undefined],
+        ["slow-stranger", undefined],
+        ["cy", "fail"],
+        ["slow-di", "slow-fail"]
+      ]
       const answers = (server: typeof pipeline) =>
-        Effect.forEach(visitors, (visitor) =>
+        Effect.forEach(requests, ([visitor, stamp]) =>
           Effect.promise(async () => {
-            const headers: Record<string, string> = visitor === undefined ? {} : { "x-visitor": visitor }
+            const headers: Record<string, string> = {}
+            if (visitor !== undefined) headers["x-visitor"] = visitor
+            if (stamp !== undefined) headers["x-stamp"] = stamp
             const response = await server(new Request(`${ORIGIN}/hello`, { headers }))
-            return { status: response.status, greeted: response.headers.get("x-greeted"), body: await response.json() }
+            return {
+              status: response.status,
+              greeted: response.headers.get("x-greeted"),
+              stamped: response.headers.get("x-stamped"),
+              body: await response.json()
+            }
           }))
       const expected = [
-        { status: 200, greeted: "ann", body: { hello: "ann" } },
-        { status: 200, greeted: "slow-bo", body: { hello: "SLOW-BO" } },
-        { status: 403, greeted: "nobody", body: { _tag: "Stranger", message: "Who are you?" } },
-        { status: 403, greeted: "slow-stranger", body: { _tag: "Stranger", message: "Too late." } }
+        { status: 200, greeted: "ann", stamped: "yes", body: { hello: "ann" } },
+        { status: 200, greeted: "slow-bo", stamped: "yes", body: { hello: "SLOW-BO" } },
+        { status: 403, greeted: "nobody", stamped: "yes", body: { _tag: "Stranger", message: "Who are you?" } },
+        { status: 403, greeted: "slow-stranger", stamped: "yes", body: { _tag: "Stranger", message: "Too late." } },
+        { status: 200, greeted: "cy", stamped: "fail", body: { hello: "cy" } },
+        { status: 200, greeted: "slow-di", stamped: "slow-fail", body: { hello: "SLOW-DI" } }
       ]
       expect(yield* answers(pipeline)).toEqual(expected)
       expect(yield* answers(app)).toEqual(expected)
-      const named = ["ann", "slow-bo", "nobody", "slow-stranger"]
+      const named = ["ann", "slow-bo", "nobody", "slow-stranger", "cy", "slow-di"]
       expect(lines).toEqual([...named, ...named])
     }))
 })
