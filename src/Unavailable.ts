@@ -19,11 +19,14 @@ export const UNAVAILABLE_HEADERS: Readonly<Record<string, string>> = {
 const isSqlError = (error: unknown): error is SqlError.SqlError =>
   (error as { readonly _tag?: unknown })._tag === "SqlError"
 
-const answerUnavailable = (error: SqlError.SqlError) =>
-  Effect.logError("database failure", error).pipe(
+/** A store the request needs did not answer: the cause goes to the log, the client gets a 503 with `Retry-After`. */
+export const answerUnavailable = (message: string, cause: unknown) =>
+  Effect.logError(message, cause).pipe(
     Effect.zipRight(addResponseHeaders(UNAVAILABLE_HEADERS)),
     Effect.zipRight(Effect.fail(unavailable()))
   )
+
+const databaseFailure = (error: SqlError.SqlError) => answerUnavailable("database failure", error)
 
 /**
  * A database that does not answer is a 503 for the client; the cause goes to the log. A success already done is kept as it
@@ -32,7 +35,7 @@ const answerUnavailable = (error: SqlError.SqlError) =>
 export const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
   (Exit.isExit(effect) && Exit.isSuccess(effect)
     ? effect
-    : Effect.catchIf(effect, isSqlError, answerUnavailable)) as Effect.Effect<
+    : Effect.catchIf(effect, isSqlError, databaseFailure)) as Effect.Effect<
       A,
       Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>,
       R

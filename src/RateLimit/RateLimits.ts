@@ -12,10 +12,10 @@
 import type { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Exit, Option } from "effect"
-import { type RateLimited, rateLimited, type Unavailable, unavailable } from "../Domain/Errors.js"
+import { type RateLimited, rateLimited, type Unavailable } from "../Domain/Errors.js"
 import { matchNow } from "../Immediate.js"
 import { SqliteDatabase } from "../Sqlite.js"
-import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
+import { answerUnavailable } from "../Unavailable.js"
 import { makeMemoryWindow, type WindowCount } from "./MemoryWindow.js"
 import { limitField, type Policy, policyField, RateLimitConfig, secondsOf } from "./Policy.js"
 import { makePostgresStore } from "./PostgresStore.js"
@@ -73,14 +73,7 @@ const limitedBy = (count: Count, policy: Policy): RateLimitsService["consume"] =
         answerHeaders["retry-after"] = String(wait)
         return Exit.fail(rateLimited(wait))
       },
-      onFailure: (error) =>
-        Effect.zipRight(
-          Effect.logError("rate-limit store failure", error),
-          Effect.suspend(() => {
-            Object.assign(answerHeaders, UNAVAILABLE_HEADERS)
-            return Exit.fail(unavailable())
-          })
-        )
+      onFailure: (error) => answerUnavailable("rate-limit store failure", error)
     })
 }
 
