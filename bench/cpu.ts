@@ -10,7 +10,8 @@
  * against the raw baseline.
  *
  * Environment: CPU_ROUNDS (5), CPU_SECONDS per measure (2), CPU_WARM seconds of load before it (2), CPU_PATHS
- * (`/v1/pets/5000`, comma-separated). Every answer must be a 2xx: a run that gets anything else stops the bench (a
+ * (`/v1/pets/5000`, comma-separated). A subject's setting `WRK_SCRIPT=bench/create.lua` is the wrk script of its load
+ * (not passed to the server): `"dist/petstore WRK_SCRIPT=bench/create.lua"` measures creates. Every answer must be a 2xx: a run that gets anything else stops the bench (a
  * cheap 401 measured as a request is the mistake this guards against).
  */
 import { spawn, spawnSync } from "bun"
@@ -30,14 +31,19 @@ interface Subject {
   readonly label: string
   readonly executable: string
   readonly env: Record<string, string>
+  readonly script: string | undefined
 }
 
 const subjects: Array<Subject> = (process.argv.length > 2 ? process.argv.slice(2) : ["dist/petstore"]).map((arg) => {
   const [executable, ...settings] = arg.split(/\s+/)
+  const { WRK_SCRIPT, ...env } = Object.fromEntries(
+    settings.map((setting) => setting.split("=", 2) as [string, string])
+  )
   return {
     label: arg,
     executable: resolve(ROOT, executable),
-    env: Object.fromEntries(settings.map((setting) => setting.split("=", 2) as [string, string]))
+    env,
+    script: WRK_SCRIPT === undefined ? undefined : resolve(ROOT, WRK_SCRIPT)
   }
 })
 
@@ -65,9 +71,10 @@ const allocatedKb = (log: string): number => {
   return total
 }
 
-const wrk = (url: string, key: string, seconds: number) => {
-  const out = spawnSync(["wrk", "-t1", "-c32", `-d${seconds}s`, "-H", `Authorization: Bearer ${key}`, url]).stdout
-    .toString()
+const wrk = (url: string, key: string, seconds: number, script: string | undefined) => {
+  const args = ["wrk", "-t1", "-c32", `-d${seconds}s`, "-H", `Authorization: Bearer ${key}`]
+  if (script !== undefined) args.push("-s", script)
+  const out = spawnSync([...args, url]).stdout.toString()
   if (/Non-2xx/.test(out)) throw new Error(`non-2xx answers from ${url}:\n${out}`)
   return Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN)
 }
@@ -98,10 +105,10 @@ const measure = async (subject: Subject, path: string, seed: { file: string; key
     if (ok) break
     await Bun.sleep(25)
   }
-  wrk(url, seed.key, WARM)
+  wrk(url, seed.key, WARM, subject.script)
   const logStart = readFileSync(logFile).length
   const ticks = cpuTicks(server.pid)
-  const requests = wrk(url, seed.key, SECONDS)
+  const requests = wrk(url, seed.key, SECONDS, subject.script)
   const used = cpuTicks(server.pid) - ticks
   server.kill()
   await server.exited

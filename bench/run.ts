@@ -9,7 +9,7 @@
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
- * list of scenario names to run, e.g. "create"; all by default; the feature variants run only without it).
+ * list of scenario names to run, e.g. "create"; all by default; the feature variants run on those of their scenarios).
  */
 import { spawn, spawnSync } from "bun"
 import {
@@ -207,9 +207,15 @@ const VARIANTS: ReadonlyArray<Variant> = [
     scenarios: ["list 20", "get one", "create"]
   },
   {
-    name: "Idempotency-Key on every create",
+    name: "Idempotency-Key on every create (keys that grow, as UUIDv7)",
     env: {},
     script: join(ROOT, "bench", "create-idempotent.lua"),
+    scenarios: ["create"]
+  },
+  {
+    name: "Idempotency-Key on every create (random keys, as UUIDv4)",
+    env: {},
+    script: join(ROOT, "bench", "create-idempotent-random.lua"),
     scenarios: ["create"]
   }
 ]
@@ -330,7 +336,7 @@ const main = async () => {
     stderr: "inherit"
   })
   const variantServers = new Map<Variant, Server>()
-  for (const variant of ONLY.length === 0 ? VARIANTS : []) {
+  for (const variant of VARIANTS.filter((v) => SCENARIOS.some((scenario) => v.scenarios.includes(scenario.name)))) {
     const db = copyDb(base.file, join(DATA, `variant-${variantServers.size}.db`))
     variantServers.set(variant, await start(variant.name, "petstore", db, key, variant.env))
   }

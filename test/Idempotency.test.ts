@@ -4,7 +4,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Schema, TestClock } from "effect"
 import { IDEMPOTENCY_KEY_RULE, IdempotencyKey } from "../src/Domain/Idempotency.js"
-import { fingerprintOf } from "../src/Pets/Idempotency.js"
+import { PetId } from "../src/Domain/Pet.js"
+import { isSamePayload } from "../src/Pets/Idempotency.js"
 import { describeBackends, describePostgres } from "./support/backends.js"
 import { Outage, OutageSqlLive } from "./support/outage.js"
 import { type App, appOn, appOnDatabase, appWith, countPets, createRequest, json } from "./support/retries.js"
@@ -76,9 +77,12 @@ describe("the Idempotency-Key header", () => {
       expect(later.headers.get("idempotent-replayed")).toBeNull()
     }))
 
-  it("fingerprints the decoded payload, not its spelling", () => {
-    expect(fingerprintOf({ name: "Rex", categoryId: 3, status: "available" }))
-      .not.toBe(fingerprintOf({ name: "Rex", categoryId: 3, status: "sold" }))
+  it("compares the decoded payload with the pet the first create made, field by field", () => {
+    const pet = { id: PetId.make(7), name: "Rex", categoryId: 3, status: "available" } as const
+    expect(isSamePayload({ name: "Rex", categoryId: 3, status: "available" }, pet)).toBe(true)
+    expect(isSamePayload({ name: "Rex", categoryId: 3, status: "sold" }, pet)).toBe(false)
+    expect(isSamePayload({ name: "Rex", categoryId: 4, status: "available" }, pet)).toBe(false)
+    expect(isSamePayload({ name: "Max", categoryId: 3, status: "available" }, pet)).toBe(false)
   })
 })
 
@@ -192,7 +196,7 @@ describeBackends((backend) => {
       Effect.gen(function*() {
         const app = yield* appWith(backend, { IDEMPOTENCY_TTL: "10 seconds" })
         const records = Effect.map(
-          app.sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM idempotency_keys`,
+          app.sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM pets WHERE idempotency_key IS NOT NULL`,
           (rows) => Number(rows[0].n)
         ).pipe(Effect.orDie)
         expect((yield* create(app, REX, "ttl")).status).toBe(201)

@@ -154,7 +154,10 @@ describe("pipeline, logs", () => {
           Effect.zipRight(Effect.die(new Error("boom")))
         )
         : Effect.die(new Error("boom"))
-    return Layer.succeed(PetsRepo, PetsRepo.make({ create: fail, createOnce: fail, findById: fail, list: fail }))
+    return Layer.succeed(
+      PetsRepo,
+      PetsRepo.make({ create: fail, createOnce: fail, releaseExpired: fail, findById: fail, list: fail })
+    )
   }
 
   for (const wait of [false, true]) {
@@ -310,7 +313,10 @@ describe("the answers the pipeline gives itself", () => {
       const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
       const boom = () => Effect.die(new Error("secret internals"))
       const { app, direct, key } = yield* both(
-        Layer.succeed(PetsRepo, PetsRepo.make({ create: boom, createOnce: boom, findById: boom, list: boom })),
+        Layer.succeed(
+          PetsRepo,
+          PetsRepo.make({ create: boom, createOnce: boom, releaseExpired: boom, findById: boom, list: boom })
+        ),
         database
       )
       for (const [path, init] of requests(key)) {

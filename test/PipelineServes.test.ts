@@ -106,6 +106,7 @@ describe("requests that end early", () => {
       PetsRepo.make({
         create: () => Effect.never,
         createOnce: () => Effect.never,
+        releaseExpired: () => Effect.never,
         list: () =>
           Deferred.succeed(started, undefined).pipe(
             Effect.zipRight(Effect.never),

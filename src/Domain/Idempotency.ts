@@ -35,8 +35,13 @@ const PARAMETERS = String.raw`(?:; *[a-z*][a-z0-9_\-.*]*(?:=(?:${BARE_ITEM}))?)*
 /** An Item whose bare item is a String, with its parameters; the string's content is the first group. */
 const SF_STRING_ITEM = new RegExp(`^ *(${SF_STRING})${PARAMETERS} *$`)
 
+/** The quoted form as clients send it: no escapes, no parameters (the grammar above, short of both). */
+const PLAIN_QUOTED_KEY = /^"([\x21\x23-\x5b\x5d-\x7e]{1,255})"$/
+
 /** The key a header value names, if it names one. */
 export const idempotencyKeyOf = (text: string): string | undefined => {
+  const plain = PLAIN_QUOTED_KEY.exec(text)
+  if (plain !== null) return plain[1]
   const value = text.trim()
   let key = value
   if (value.startsWith("\"")) {

@@ -37,31 +37,25 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
     const idempotency = yield* Idempotency
 
     /**
-     * A create sent with an `Idempotency-Key`, scoped to the API key that sent it: the new pet, or the recorded answer
-     * of the create that used the key first (`Idempotent-Replayed: true`).
+     * A create sent with an `Idempotency-Key`, scoped to the API key that sent it: the new pet, or the pet that the
+     * create which used the key first made, answered as it was then (`Idempotent-Replayed: true`).
      */
     const createOnce = (key: string, payload: NewPet) =>
-      Effect.flatMap(CurrentApiKey, (apiKey) =>
-        idempotency.create({
-          scope: apiKey.id,
-          key,
-          pet: payload,
-          answer: (pet) => ({ status: 201, body: JSON.stringify(pet), location: locationOf(pet) })
-        })).pipe(
-          orUnavailable,
-          Effect.tapErrorTag(
-            "IdempotencyKeyInUse",
-            () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
-          ),
-          Effect.tap((outcome) =>
-            addResponseHeaders(
-              outcome._tag === "Created"
-                ? { location: locationOf(outcome.pet) }
-                : { location: outcome.answer.location ?? locationOf(outcome.pet), "idempotent-replayed": "true" }
-            )
-          ),
-          Effect.map((outcome) => outcome.pet)
-        )
+      Effect.flatMap(CurrentApiKey, (apiKey) => idempotency.create({ scope: apiKey.id, key, pet: payload })).pipe(
+        orUnavailable,
+        Effect.tapErrorTag(
+          "IdempotencyKeyInUse",
+          () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
+        ),
+        Effect.tap((outcome) =>
+          addResponseHeaders(
+            outcome._tag === "Created"
+              ? { location: locationOf(outcome.pet) }
+              : { location: locationOf(outcome.pet), "idempotent-replayed": "true" }
+          )
+        ),
+        Effect.map((outcome) => outcome.pet)
+      )
 
     return {
       listPets: ({ urlParams }) => {

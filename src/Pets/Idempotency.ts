@@ -1,14 +1,14 @@
 /**
- * Creates sent with an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header-07): the first is carried out and its
- * answer recorded in the same transaction as the pet (`PetsRepo.createOnce`); a retry with the same key and the same
- * payload gets that answer again; another payload is refused; a retry that overlaps the first is told to wait.
+ * Creates sent with an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header-07): the first is carried out and
+ * its record (the key, in the pet's own row) written with the pet (`PetsRepo.createOnce`); a retry with the same key
+ * and the same payload is answered with that pet again; another payload is refused; a retry that overlaps the first is
+ * told to wait.
  *
  * Keys are scoped to the API key that sent them. Records live `IDEMPOTENCY_TTL` and are pruned by a background fiber,
  * in small batches, so pruning never holds a request up for long.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
-import { Clock, Config, Duration, Effect, Either, Option, Schedule, Schema } from "effect"
-import { createHash } from "node:crypto"
+import type { SqlError } from "@effect/sql"
+import { Clock, Config, Duration, Effect, Either, Schedule } from "effect"
 import { parseDuration, variable } from "../Config.js"
 import {
   type IdempotencyKeyInUse,
@@ -16,9 +16,8 @@ import {
   type IdempotencyKeyReused,
   idempotencyKeyReused
 } from "../Domain/Errors.js"
-import { type NewPet, Pet } from "../Domain/Pet.js"
-import { SqliteWriter } from "../SqliteWriter.js"
-import { type CreateOnceResult, PetsRepo, type RecordedAnswer } from "./Repo.js"
+import type { NewPet, Pet } from "../Domain/Pet.js"
+import { type CreateOnceResult, PetsRepo } from "./Repo.js"
 
 /** `IDEMPOTENCY_TTL`: how long a create's answer is kept for its retries (a duration: `24h`, `90 minutes`). */
 export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
@@ -38,23 +37,19 @@ const PRUNE_PAUSE = Duration.millis(10)
 const pruneInterval = (ttl: Duration.Duration) => Duration.min(ttl, Duration.minutes(1))
 
 /**
- * The fingerprint of a create: the SHA-256 of the decoded payload in a canonical form (its fields in a fixed order, the
- * name trimmed, the default status applied), so key order, white space and an omitted default do not change it.
+ * Whether a retry sends what the create that used its key first sent: the decoded payload (the name trimmed, the
+ * default status applied) against the pet that create made, whose row holds exactly that payload. So key order, white
+ * space and an omitted default do not make a retry another request; any other difference does.
  */
-export const fingerprintOf = (pet: NewPet): string =>
-  createHash("sha256").update(JSON.stringify([pet.name, pet.categoryId, pet.status])).digest("base64url")
+export const isSamePayload = (pet: NewPet, created: Pet): boolean =>
+  pet.name === created.name && pet.categoryId === created.categoryId && pet.status === created.status
 
-const decodeRecordedPet = Schema.decodeUnknownSync(Schema.parseJson(Pet))
-
-/** The outcome of an idempotent create, for the handler to answer. */
-export type IdempotentOutcome =
-  | { readonly _tag: "Created"; readonly pet: Pet }
-  | { readonly _tag: "Replayed"; readonly pet: Pet; readonly answer: RecordedAnswer }
+/** The outcome of an idempotent create, for the handler to answer: the pet made now, or the one made before. */
+export type IdempotentOutcome = { readonly _tag: "Created" | "Replayed"; readonly pet: Pet }
 
 export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency", {
   scoped: Effect.gen(function*() {
     const repo = yield* PetsRepo
-    const sql = yield* SqlClient.SqlClient
     const ttl = yield* IdempotencyTtl
     const ttlMillis = Duration.toMillis(ttl)
     const clock = yield* Effect.clock
@@ -65,34 +60,12 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
      */
     const running = new Set<string>()
 
-    /**
-     * One batch of the prune. On a SQLite file it is a unit of the writer, so that a database another process holds
-     * is waited for off the event loop; elsewhere a statement of the client.
-     */
-    const writer = yield* Effect.serviceOption(SqliteWriter)
-    const pruneBatch: (now: number) => Effect.Effect<number, SqlError.SqlError> = Option.match(writer, {
-      onNone: () => (now: number) =>
-        Effect.map(
-          sql<{ readonly scope: string }>`DELETE FROM idempotency_keys
-            WHERE (scope, idempotency_key) IN (
-              SELECT scope, idempotency_key FROM idempotency_keys WHERE expires_at <= ${now} LIMIT ${PRUNE_BATCH})
-            RETURNING scope`,
-          (rows) => rows.length
-        ),
-      onSome: (writer) => {
-        const statement = writer.database.prepare<unknown, [number, number]>(`DELETE FROM idempotency_keys
-          WHERE (scope, idempotency_key) IN (
-            SELECT scope, idempotency_key FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`)
-        return (now: number) => writer.write(() => statement.run(now, PRUNE_BATCH).changes)
-      }
-    })
-
-    /** Deletes expired records, a batch at a time, until none is left. */
+    /** Forgets expired records, a batch at a time, until none is left. */
     const prune = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       let deleted = 0
       for (;;) {
-        const rows = yield* pruneBatch(now)
+        const rows = yield* repo.releaseExpired(now, PRUNE_BATCH)
         deleted += rows
         if (rows < PRUNE_BATCH) break
         yield* Effect.sleep(PRUNE_PAUSE)
@@ -108,30 +81,19 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
     )
 
     /**
-     * Creates the pet once for this (scope, key): the pet, or the recorded answer of the create that used the key
-     * first. Fails with 409 while that create is still running, 422 when it had another payload.
+     * Creates the pet once for this (scope, key): the pet, or the one that the create which used the key first made.
+     * Fails with 409 while that create is still running, 422 when it had another payload.
      */
-    const create = (options: {
-      readonly scope: string
-      readonly key: string
-      readonly pet: NewPet
-      readonly answer: (pet: Pet) => RecordedAnswer
-    }) => {
+    const create = (options: { readonly scope: string; readonly key: string; readonly pet: NewPet }) => {
       const id = `${options.scope}\n${options.key}`
-      const fingerprint = fingerprintOf(options.pet)
       return Effect.suspend((): Effect.Effect<CreateOnceResult, SqlError.SqlError | IdempotencyKeyInUse> => {
         if (running.has(id)) return Effect.fail(idempotencyKeyInUse())
         running.add(id)
         const now = clock.unsafeCurrentTimeMillis()
-        return repo.createOnce({
-          pet: options.pet,
-          scope: options.scope,
-          key: options.key,
-          fingerprint,
-          now,
-          expiresAt: now + ttlMillis,
-          answer: options.answer
-        }).pipe(Effect.ensuring(Effect.sync(() => running.delete(id))))
+        return Effect.onExit(
+          repo.createOnce({ ...options, now, expiresAt: now + ttlMillis }),
+          () => Effect.sync(() => running.delete(id))
+        )
       }).pipe(Effect.flatMap((result): Effect.Effect<IdempotentOutcome, IdempotencyKeyInUse | IdempotencyKeyReused> => {
         switch (result._tag) {
           case "Created":
@@ -139,12 +101,8 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
           case "InUse":
             return Effect.fail(idempotencyKeyInUse())
           case "Recorded":
-            return result.record.fingerprint === fingerprint
-              ? Effect.succeed({
-                _tag: "Replayed",
-                pet: decodeRecordedPet(result.record.body),
-                answer: result.record
-              })
+            return isSamePayload(options.pet, result.pet)
+              ? Effect.succeed({ _tag: "Replayed", pet: result.pet })
               : Effect.fail(idempotencyKeyReused())
         }
       }))

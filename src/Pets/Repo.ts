@@ -35,35 +35,21 @@ export interface Page {
   readonly more: boolean
 }
 
-/** What a create sent with an `Idempotency-Key` answered: kept to answer its retries alike. */
-export interface RecordedAnswer {
-  readonly status: number
-  /** The body, as sent. */
-  readonly body: string
-  readonly location: string | null
-}
-
-export interface IdempotencyRecord extends RecordedAnswer {
-  /** The digest of the decoded payload it answered. */
-  readonly fingerprint: string
-}
-
+/** A create sent with an `Idempotency-Key`. */
 export interface CreateOnceRequest {
   readonly pet: NewPet
   /** Whose key it is: the id of the API key that sent it. */
   readonly scope: string
   readonly key: string
-  readonly fingerprint: string
-  /** Milliseconds since the epoch: records that expire by then count as absent. */
+  /** Milliseconds since the epoch: a record that expires by then counts as absent. */
   readonly now: number
   readonly expiresAt: number
-  /** The answer to record for the new pet. */
-  readonly answer: (pet: Pet) => RecordedAnswer
 }
 
 export type CreateOnceResult =
   | { readonly _tag: "Created"; readonly pet: Pet }
-  | { readonly _tag: "Recorded"; readonly record: IdempotencyRecord }
+  /** The pet that a create with this key made before, its record still live. */
+  | { readonly _tag: "Recorded"; readonly pet: Pet }
   /** Another transaction holds the key (PostgreSQL: another request, on any replica). */
   | { readonly _tag: "InUse" }
 
@@ -74,47 +60,63 @@ export interface PetsRepository {
    */
   readonly create: (pet: NewPet) => Effect.Effect<Pet, SqlError.SqlError>
   /**
-   * A create sent with an idempotency key, as one unit: in ONE transaction, the key's live record is read; if there is
-   * none, the pet and the record of its answer are inserted, so a committed pet always has its record. On PostgreSQL the
-   * transaction first takes a transaction-scoped advisory lock on (scope, key) without waiting: a request that finds it
-   * taken is told `InUse`, on whichever replica it runs.
+   * A create sent with an idempotency key: the pet is inserted with its key, scope and expiry in its own row (its
+   * record), unless a live record holds the key — then that pet is the result. One transaction: a record expired but
+   * not yet pruned is released and the pet inserted. On PostgreSQL the transaction first takes a transaction-scoped
+   * advisory lock on (scope, key) without waiting: a request that finds it taken is told `InUse`, on whichever replica
+   * it runs.
    */
   readonly createOnce: (request: CreateOnceRequest) => Effect.Effect<CreateOnceResult, SqlError.SqlError>
+  /**
+   * Forgets up to `limit` records expired by `now` (their pets stay); how many it forgot. On SQLite a unit of the
+   * writer, so that a database another process holds is waited for off the event loop.
+   */
+  readonly releaseExpired: (now: number, limit: number) => Effect.Effect<number, SqlError.SqlError>
   readonly findById: (id: PetId) => Effect.Effect<Option.Option<Pet>, SqlError.SqlError>
   /** One keyset page in id order; one extra row is read to tell whether another page follows. */
   readonly list: (options: ListOptions) => Effect.Effect<Page, SqlError.SqlError>
 }
 
 const COLUMNS = `id, name, category_id AS "categoryId", status`
-const RECORD_COLUMNS = "fingerprint, status, body, location"
-const INSERT_RECORD = `INSERT INTO idempotency_keys
-  (scope, idempotency_key, fingerprint, status, body, location, created_at, expires_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-  ON CONFLICT (scope, idempotency_key) DO UPDATE SET
-    fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body,
-    location = excluded.location, created_at = excluded.created_at, expires_at = excluded.expires_at
-  WHERE idempotency_keys.expires_at <= excluded.created_at`
-const SELECT_RECORD =
-  `SELECT ${RECORD_COLUMNS} FROM idempotency_keys WHERE scope = ? AND idempotency_key = ? AND expires_at > ?`
+/** A pet and its record; nothing when a record (live or expired) already holds the key. */
+const INSERT_ONCE =
+  `INSERT INTO pets (name, category_id, status, idempotency_key, idempotency_scope, idempotency_expires_at)
+  VALUES (?, ?, ?, ?, ?, ?)
+  ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING ${COLUMNS}`
+/** The pet whose record holds a key. */
+const SELECT_HOLDER = `SELECT ${COLUMNS}, idempotency_expires_at AS "expiresAt" FROM pets
+  WHERE idempotency_key = ? AND idempotency_scope = ?`
+/** Forgets a pet's record: an expired one that holds a key being used again, and the pruner's. */
+const RELEASE_RECORD = `UPDATE pets SET idempotency_key = NULL, idempotency_scope = NULL, idempotency_expires_at = NULL`
+const RELEASE_HOLDER = `${RELEASE_RECORD} WHERE id = ?`
+/** A batch of expired records (the partial index on the expiry finds them). */
+const RELEASE_EXPIRED = `${RELEASE_RECORD} WHERE id IN (
+  SELECT id FROM pets WHERE idempotency_key IS NOT NULL AND idempotency_expires_at <= ? LIMIT ?)`
 /** `?` placeholders as PostgreSQL numbers them. */
 const numbered = (statement: string) => {
   let n = 0
   return statement.replace(/\?/g, () => `$${++n}`)
 }
+type InsertOnceValues = [
+  name: string,
+  categoryId: number,
+  status: string,
+  key: string,
+  scope: string,
+  expiresAt: number
+]
+const insertOnceValues = (request: CreateOnceRequest): InsertOnceValues => [
+  request.pet.name,
+  request.pet.categoryId,
+  request.pet.status,
+  request.key,
+  request.scope,
+  request.expiresAt
+]
 
-const recordValues = (request: CreateOnceRequest, pet: Pet) => {
-  const answer = request.answer(pet)
-  return [
-    request.scope,
-    request.key,
-    request.fingerprint,
-    answer.status,
-    answer.body,
-    answer.location,
-    request.now,
-    request.expiresAt
-  ] as const
-}
+/** A record counts until it expires. */
+const isLive = (expiresAt: number, now: number) => expiresAt > now
 
 const statementFailed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
@@ -146,27 +148,32 @@ const sqliteRepository = (
     SELECT,
     `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
   )
-  const createOnceSql: Statement = { system: "sqlite", operation: "INSERT", collection: "pets", text: INSERT_RECORD }
+  const createOnceSql = sqliteStatement(INSERT, INSERT_ONCE)
   const insert = writer.database.prepare<Pet, [string, number, string]>(insertSql.text!)
   const findOne = db.prepare<Pet, [number]>(findOneSql.text!)
   const page = db.prepare<Pet, [number, number]>(pageSql.text!)
   const pageByStatus = db.prepare<Pet, [string, number, number]>(pageByStatusSql.text!)
-  const selectRecord = writer.database.prepare<IdempotencyRecord, [string, string, number]>(SELECT_RECORD)
-  const insertRecord = writer.database.prepare(INSERT_RECORD)
+  const insertOnce = writer.database.prepare<Pet, InsertOnceValues>(INSERT_ONCE)
+  const selectHolder = writer.database.prepare<Pet & { readonly expiresAt: number }, [string, string]>(SELECT_HOLDER)
+  const releaseHolder = writer.database.prepare<unknown, [number]>(RELEASE_HOLDER)
+  const releaseExpired = writer.database.prepare<unknown, [number, number]>(RELEASE_EXPIRED)
   /**
    * The statements of an idempotent create, run as one unit of the writer: inside its transaction, under its write
-   * lock, so the read and the writes see one state of the file (an earlier unit of the same transaction included).
+   * lock, so they see one state of the file (an earlier unit of the same transaction included).
    */
   const createOnceStatements = (request: CreateOnceRequest): CreateOnceResult => {
-    const record = selectRecord.get(request.scope, request.key, request.now)
-    if (record !== null) return { _tag: "Recorded", record }
-    const pet = insert.get(request.pet.name, request.pet.categoryId, request.pet.status)!
-    insertRecord.run(...recordValues(request, pet))
-    return { _tag: "Created", pet }
+    const values = insertOnceValues(request)
+    const pet = insertOnce.get(...values)
+    if (pet !== null) return { _tag: "Created", pet }
+    const { expiresAt, ...holder } = selectHolder.get(request.key, request.scope)!
+    if (isLive(expiresAt, request.now)) return { _tag: "Recorded", pet: holder }
+    releaseHolder.run(holder.id)
+    return { _tag: "Created", pet: insertOnce.get(...values)! }
   }
   return {
     createOnce: (request) => observe(createOnceSql, writer.write(() => createOnceStatements(request))),
     create: (pet) => observe(insertSql, writer.write(() => insert.get(pet.name, pet.categoryId, pet.status)!)),
+    releaseExpired: (now, limit) => writer.write(() => releaseExpired.run(now, limit).changes),
     findById: (id) => run(findOneSql, () => Option.fromNullable(findOne.get(id)), statementFailed),
     list: (options) =>
       run(
@@ -220,22 +227,29 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         orElse: () => Effect.succeed(true)
       })
 
+    const HolderRow = Schema.Struct({ ...PetRow.fields, expiresAt: BigIntColumn })
+    const insertOnce = (request: CreateOnceRequest) =>
+      Effect.flatMap(
+        sql.unsafe(numbered(INSERT_ONCE), insertOnceValues(request)),
+        (rows) => rows.length === 0 ? Effect.succeedNone : Effect.asSome(decodePet(rows[0]))
+      )
+    const decodePet = Schema.decodeUnknown(PetRow)
+
     const createOnce = (request: CreateOnceRequest) =>
       Effect.gen(function*() {
         if (!(yield* tryLock(request))) return { _tag: "InUse" } as const
-        const found = yield* sql.unsafe<IdempotencyRecord>(numbered(SELECT_RECORD), [
-          request.scope,
-          request.key,
-          request.now
-        ])
-        if (found.length > 0) {
-          const record = found[0]
-          return { _tag: "Recorded", record: { ...record, status: Number(record.status) } } as const
-        }
-        const pet = yield* create(request.pet)
-        yield* sql.unsafe(numbered(INSERT_RECORD), [...recordValues(request, pet)])
-        return { _tag: "Created", pet } as const
-      }).pipe(sql.withTransaction) satisfies Effect.Effect<CreateOnceResult, SqlError.SqlError>
+        const created = yield* insertOnce(request)
+        if (Option.isSome(created)) return { _tag: "Created", pet: created.value } as const
+        const [row] = yield* sql.unsafe(numbered(SELECT_HOLDER), [request.key, request.scope])
+        const { expiresAt, ...holder } = yield* Schema.decodeUnknown(HolderRow)(row)
+        if (isLive(expiresAt, request.now)) return { _tag: "Recorded", pet: holder } as const
+        yield* sql.unsafe(numbered(RELEASE_HOLDER), [holder.id])
+        return { _tag: "Created", pet: Option.getOrThrow(yield* insertOnce(request)) } as const
+      }).pipe(
+        sql.withTransaction,
+        Effect.catchTag("ParseError", Effect.die),
+        (effect) => observe(portableInsert, effect)
+      ) satisfies Effect.Effect<CreateOnceResult, SqlError.SqlError>
 
     const findOne = SqlSchema.findOne({
       Request: PetId,
@@ -273,6 +287,9 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         (effect) => observe(portableSelect, effect)
       )
 
-    return { create, createOnce, findById, list } satisfies PetsRepository as PetsRepository
+    const releaseExpired = (now: number, limit: number) =>
+      Effect.map(sql.unsafe(`${numbered(RELEASE_EXPIRED)} RETURNING id`, [now, limit]), (rows) => rows.length)
+
+    return { create, createOnce, releaseExpired, findById, list } satisfies PetsRepository as PetsRepository
   })
 }) {}
