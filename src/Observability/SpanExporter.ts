@@ -6,66 +6,23 @@
  * counted, not retried: a collector that is down costs nothing but the spans. When the layer closes (after the drain)
  * what is left is sent, within the timeout.
  *
- * The OTLP encoding (protobuf or JSON) and the resource are `@effect/opentelemetry`'s (`OtlpSerialization`,
- * `OtlpResource`); the library's own exporter keeps an unbounded buffer and no count of what it drops, hence this one.
+ * The batch is written as the protocol says by `encode` (`Otlp.ts`). `@effect/opentelemetry`'s own exporter keeps an
+ * unbounded buffer and no count of what it drops, hence this one.
  */
-import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
-import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import { Cause, Duration, Effect, Exit, FiberSet, Option, type Scope } from "effect"
+import { type HttpBody, HttpClient, HttpClientRequest } from "@effect/platform"
+import { Cause, Duration, Effect, FiberSet, type Scope } from "effect"
 import { spansDropped, spansExported } from "./Metrics.js"
 import type { RecordingSpan, SpanSink } from "./Tracer.js"
 
 export interface SpanExporterOptions {
   readonly url: string
   readonly headers: Record<string, string>
-  readonly resource: OtlpResource.Resource
+  /** A batch of spans as the collector takes it: an `ExportTraceServiceRequest`, in the configured protocol. */
+  readonly encode: (spans: ReadonlyArray<RecordingSpan>) => HttpBody.HttpBody
   readonly timeoutMillis: number
   readonly maxQueueSize: number
   readonly maxExportBatchSize: number
   readonly scheduleDelayMillis: number
-}
-
-const KIND = { internal: 1, server: 2, client: 3, producer: 4, consumer: 5 } as const
-const STATUS_UNSET = 0
-const STATUS_ERROR = 2
-
-/** A span in the OTLP/JSON shape that `OtlpSerialization` encodes. */
-const toOtlp = (span: RecordingSpan) => {
-  const status = span.status as Extract<RecordingSpan["status"], { _tag: "Ended" }>
-  const errorType = span.attributes.get("error.type")
-  const failed = errorType !== undefined ||
-    (Exit.isFailure(status.exit) && !Cause.isInterruptedOnly(status.exit.cause))
-  return {
-    traceId: span.traceId,
-    spanId: span.spanId,
-    traceState: span.traceState,
-    parentSpanId: Option.isSome(span.parent) ? span.parent.value.spanId : undefined,
-    name: span.name,
-    kind: KIND[span.kind],
-    startTimeUnixNano: String(status.startTime),
-    endTimeUnixNano: String(status.endTime),
-    attributes: OtlpResource.entriesToAttributes(span.attributes.entries()),
-    droppedAttributesCount: 0,
-    events: span.events.map(([name, time, attributes]) => ({
-      name,
-      timeUnixNano: String(time),
-      attributes: attributes === undefined ? [] : OtlpResource.entriesToAttributes(Object.entries(attributes)),
-      droppedAttributesCount: 0
-    })),
-    droppedEventsCount: 0,
-    // The semantic conventions: Error on a failure (a 5xx for a server span), else Unset.
-    status: failed
-      ? { code: STATUS_ERROR, message: typeof errorType === "string" ? errorType : "failed" }
-      : { code: STATUS_UNSET },
-    links: span.links.map((link) => ({
-      traceId: link.span.traceId,
-      spanId: link.span.spanId,
-      attributes: OtlpResource.entriesToAttributes(Object.entries(link.attributes)),
-      droppedAttributesCount: 0
-    })),
-    droppedLinksCount: 0
-  }
 }
 
 /** The error's message alone (not the request, whose headers may carry credentials). */
@@ -76,12 +33,10 @@ const reasonOf = (cause: Cause.Cause<unknown>): string => {
 
 export const makeSpanExporter = (
   options: SpanExporterOptions
-): Effect.Effect<SpanSink, never, HttpClient.HttpClient | OtlpSerialization.OtlpSerialization | Scope.Scope> =>
+): Effect.Effect<SpanSink, never, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function*() {
-    const serialization = yield* OtlpSerialization.OtlpSerialization
     const client = HttpClient.filterStatusOk(yield* HttpClient.HttpClient)
     const request = HttpClientRequest.post(options.url, { headers: options.headers })
-    const scope = { name: OtlpResource.unsafeServiceName(options.resource) }
     const timeout = Duration.millis(options.timeoutMillis)
     const exporting = yield* Effect.makeSemaphore(1)
     let queue: Array<RecordingSpan> = []
@@ -89,10 +44,10 @@ export const makeSpanExporter = (
 
     const send = (batch: Array<RecordingSpan>) =>
       Effect.suspend(() => {
-        const body = serialization.traces({
-          resourceSpans: [{ resource: options.resource, scopeSpans: [{ scope, spans: batch.map(toOtlp) }] }]
-        })
-        return client.execute(HttpClientRequest.setBody(request, body)).pipe(Effect.scoped, Effect.timeout(timeout))
+        return client.execute(HttpClientRequest.setBody(request, options.encode(batch))).pipe(
+          Effect.scoped,
+          Effect.timeout(timeout)
+        )
       }).pipe(
         Effect.matchCauseEffect({
           onSuccess: () => {

@@ -67,7 +67,7 @@ const intOf = (map: Map<number, Array<Field>>, n: number) =>
 const anyValue = (map: Map<number, Array<Field>>): unknown => {
   if (map.has(1)) return text(bytesOf(map, 1))
   if (map.has(2)) return intOf(map, 2) === 1
-  if (map.has(3)) return intOf(map, 3)
+  if (map.has(3)) return Number(BigInt.asIntN(64, map.get(3)![0].value as bigint)) // an int64: two's complement
   if (map.has(4)) {
     const bytes = bytesOf(map, 4)
     return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat64(0, true)
