@@ -83,6 +83,24 @@ describeBackends((backend) => {
       }))
   })
 
+  describe("PetsRepo.createOnce beside the pruner", () => {
+    it.scoped("a record pruned while a create with its key runs: the create goes on and takes the key", () =>
+      Effect.gen(function*() {
+        const { count, repo } = yield* repoOn
+        for (let i = 0; i < 60; i++) {
+          const key = `race-${i}`
+          yield* repo.createOnce(request({ key, now: 1_000, expiresAt: 2_000 }))
+          // The create meets the expired record; the pruner may forget it between the create's statements.
+          const [created] = yield* Effect.all([
+            repo.createOnce(request({ key, now: 3_000, expiresAt: 63_000 })),
+            repo.releaseExpired(3_000, 500)
+          ], { concurrency: "unbounded" })
+          expect(created._tag).toBe("Created")
+        }
+        expect(yield* count("idempotency_key IS NOT NULL")).toBe(60)
+      }))
+  })
+
   describe("the move of the records into the pets' rows (migration 0005)", () => {
     it.scoped("carries the records of idempotency_keys over to the pets they answered with", () =>
       Effect.gen(function*() {

@@ -62,7 +62,8 @@ export interface PetsRepository {
   /**
    * A create sent with an idempotency key: the pet is inserted with its key, scope and expiry in its own row (its
    * record), unless a live record holds the key — then that pet is the result. One transaction: a record expired but
-   * not yet pruned is released and the pet inserted. On PostgreSQL the transaction first takes a transaction-scoped
+   * not yet pruned is released and the pet inserted; so is a record the pruner forgot between the two. (`InUse` if
+   * the key is still taken then: another transaction took it meanwhile.) On PostgreSQL the transaction first takes a transaction-scoped
    * advisory lock on (scope, key) without waiting: a request that finds it taken is told `InUse`, on whichever replica
    * it runs.
    */
@@ -165,10 +166,14 @@ const sqliteRepository = (
     const values = insertOnceValues(request)
     const pet = insertOnce.get(...values)
     if (pet !== null) return { _tag: "Created", pet }
-    const { expiresAt, ...holder } = selectHolder.get(request.key, request.scope)!
-    if (isLive(expiresAt, request.now)) return { _tag: "Recorded", pet: holder }
-    releaseHolder.run(holder.id)
-    return { _tag: "Created", pet: insertOnce.get(...values)! }
+    const holder = selectHolder.get(request.key, request.scope)
+    if (holder !== null) {
+      const { expiresAt, ...recorded } = holder
+      if (isLive(expiresAt, request.now)) return { _tag: "Recorded", pet: recorded }
+      releaseHolder.run(recorded.id)
+    }
+    const again = insertOnce.get(...values)
+    return again === null ? { _tag: "InUse" } : { _tag: "Created", pet: again }
   }
   return {
     createOnce: (request) => observe(createOnceSql, writer.write(() => createOnceStatements(request))),
@@ -240,11 +245,15 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         if (!(yield* tryLock(request))) return { _tag: "InUse" } as const
         const created = yield* insertOnce(request)
         if (Option.isSome(created)) return { _tag: "Created", pet: created.value } as const
-        const [row] = yield* sql.unsafe(numbered(SELECT_HOLDER), [request.key, request.scope])
-        const { expiresAt, ...holder } = yield* Schema.decodeUnknown(HolderRow)(row)
-        if (isLive(expiresAt, request.now)) return { _tag: "Recorded", pet: holder } as const
-        yield* sql.unsafe(numbered(RELEASE_HOLDER), [holder.id])
-        return { _tag: "Created", pet: Option.getOrThrow(yield* insertOnce(request)) } as const
+        // The holder may be gone by now: the pruner, on another connection, forgot it after the insert met it.
+        const rows = yield* sql.unsafe(numbered(SELECT_HOLDER), [request.key, request.scope])
+        if (rows.length > 0) {
+          const { expiresAt, ...holder } = yield* Schema.decodeUnknown(HolderRow)(rows[0])
+          if (isLive(expiresAt, request.now)) return { _tag: "Recorded", pet: holder } as const
+          yield* sql.unsafe(numbered(RELEASE_HOLDER), [holder.id])
+        }
+        const again = yield* insertOnce(request)
+        return Option.isSome(again) ? { _tag: "Created", pet: again.value } as const : { _tag: "InUse" } as const
       }).pipe(
         sql.withTransaction,
         Effect.catchTag("ParseError", Effect.die),
