@@ -62,10 +62,10 @@ export interface PetsRepository {
   /**
    * A create sent with an idempotency key: the pet is inserted with its key, scope and expiry in its own row (its
    * record), unless a live record holds the key — then that pet is the result. One transaction: a record expired but
-   * not yet pruned is released and the pet inserted; so is a record the pruner forgot between the two. (`InUse` if
-   * the key is still taken then: another transaction took it meanwhile.) On PostgreSQL the transaction first takes a transaction-scoped
-   * advisory lock on (scope, key) without waiting: a request that finds it taken is told `InUse`, on whichever replica
-   * it runs.
+   * not yet pruned is released and the pet inserted; so is a record the pruner forgot between the two (`InUse` if
+   * the key is still taken then: another transaction took it meanwhile). On PostgreSQL the transaction first takes a
+   * transaction-scoped advisory lock on (scope, key) without waiting: a request that finds it taken is told `InUse`,
+   * on whichever replica it runs.
    */
   readonly createOnce: (request: CreateOnceRequest) => Effect.Effect<CreateOnceResult, SqlError.SqlError>
   /**
