@@ -179,17 +179,33 @@ class Output {
   }
 }
 
+/** How a value is written as an `AnyValue`: a span's attribute as it stands, or the resource's, already in the model. */
+type ValueWriter<V> = (out: Output, value: V) => void
+
+/** A `KeyValue` message: its key, then its value as an `AnyValue`. */
+const keyValue = <V>(out: Output, field: number, key: string, value: V, write: ValueWriter<V>): void => {
+  const message = out.begin(field)
+  out.string(1, key)
+  const at = out.begin(2)
+  write(out, value)
+  out.end(at)
+  out.end(message)
+}
+
+/** An `ArrayValue` (an `AnyValue`'s field 5): each item an `AnyValue`. */
+const arrayValue = <V>(out: Output, items: Iterable<V>, write: ValueWriter<V>): void => {
+  const list = out.begin(5)
+  for (const item of items) {
+    const at = out.begin(1)
+    write(out, item)
+    out.end(at)
+  }
+  out.end(list)
+}
+
 /** An attribute's value, as `@effect/opentelemetry` reads it (`OtlpResource.unknownToAttributeValue`). */
 const attributeValue = (out: Output, value: unknown): void => {
-  if (Array.isArray(value)) {
-    const list = out.begin(5)
-    for (const item of value) {
-      const at = out.begin(1)
-      attributeValue(out, item)
-      out.end(at)
-    }
-    return out.end(list)
-  }
+  if (Array.isArray(value)) return arrayValue(out, value, attributeValue)
   switch (typeof value) {
     case "string":
       return out.stringAlways(1, value)
@@ -212,14 +228,7 @@ const attributeValue = (out: Output, value: unknown): void => {
 }
 
 const attributes = (out: Output, field: number, entries: Iterable<readonly [string, unknown]>): void => {
-  for (const [key, value] of entries) {
-    const keyValue = out.begin(field)
-    out.string(1, key)
-    const at = out.begin(2)
-    attributeValue(out, value)
-    out.end(at)
-    out.end(keyValue)
-  }
+  for (const [key, value] of entries) keyValue(out, field, key, value, attributeValue)
 }
 
 /** An `AnyValue` already in the OTLP model (the resource's attributes). */
@@ -237,15 +246,7 @@ const anyValue = (out: Output, value: AnyValue): void => {
     out.tag(4, FIXED64)
     return out.double(value.doubleValue)
   }
-  if (value.arrayValue !== undefined) {
-    const list = out.begin(5)
-    for (const item of value.arrayValue.values) {
-      const at = out.begin(1)
-      anyValue(out, item)
-      out.end(at)
-    }
-    return out.end(list)
-  }
+  if (value.arrayValue !== undefined) return arrayValue(out, value.arrayValue.values, anyValue)
   if (value.kvlistValue !== undefined) {
     const list = out.begin(6)
     keyValues(out, 1, value.kvlistValue.values)
@@ -259,14 +260,7 @@ const anyValue = (out: Output, value: AnyValue): void => {
 }
 
 const keyValues = (out: Output, field: number, values: ReadonlyArray<KeyValue>): void => {
-  for (const { key, value } of values) {
-    const keyValue = out.begin(field)
-    out.string(1, key)
-    const at = out.begin(2)
-    anyValue(out, value)
-    out.end(at)
-    out.end(keyValue)
-  }
+  for (const { key, value } of values) keyValue(out, field, key, value, anyValue)
 }
 
 const span = (out: Output, value: RecordingSpan): void => {
