@@ -232,13 +232,18 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         orElse: () => Effect.succeed(true)
       })
 
-    const HolderRow = Schema.Struct({ ...PetRow.fields, expiresAt: BigIntColumn })
+    // The idempotent create's statements with PostgreSQL's placeholders, numbered once.
+    const insertOnceText = numbered(INSERT_ONCE)
+    const selectHolderText = numbered(SELECT_HOLDER)
+    const releaseHolderText = numbered(RELEASE_HOLDER)
+    const releaseExpiredText = `${numbered(RELEASE_EXPIRED)} RETURNING id`
+    const decodePet = Schema.decodeUnknown(PetRow)
+    const decodeHolder = Schema.decodeUnknown(Schema.Struct({ ...PetRow.fields, expiresAt: BigIntColumn }))
     const insertOnce = (request: CreateOnceRequest) =>
       Effect.flatMap(
-        sql.unsafe(numbered(INSERT_ONCE), insertOnceValues(request)),
+        sql.unsafe(insertOnceText, insertOnceValues(request)),
         (rows) => rows.length === 0 ? Effect.succeedNone : Effect.asSome(decodePet(rows[0]))
       )
-    const decodePet = Schema.decodeUnknown(PetRow)
 
     const createOnce = (request: CreateOnceRequest) =>
       Effect.gen(function*() {
@@ -246,11 +251,11 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         const created = yield* insertOnce(request)
         if (Option.isSome(created)) return { _tag: "Created", pet: created.value } as const
         // The holder may be gone by now: the pruner, on another connection, forgot it after the insert met it.
-        const rows = yield* sql.unsafe(numbered(SELECT_HOLDER), [request.key, request.scope])
+        const rows = yield* sql.unsafe(selectHolderText, [request.key, request.scope])
         if (rows.length > 0) {
-          const { expiresAt, ...holder } = yield* Schema.decodeUnknown(HolderRow)(rows[0])
+          const { expiresAt, ...holder } = yield* decodeHolder(rows[0])
           if (isLive(expiresAt, request.now)) return { _tag: "Recorded", pet: holder } as const
-          yield* sql.unsafe(numbered(RELEASE_HOLDER), [holder.id])
+          yield* sql.unsafe(releaseHolderText, [holder.id])
         }
         const again = yield* insertOnce(request)
         return Option.isSome(again) ? { _tag: "Created", pet: again.value } as const : { _tag: "InUse" } as const
@@ -297,7 +302,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
       )
 
     const releaseExpired = (now: number, limit: number) =>
-      Effect.map(sql.unsafe(`${numbered(RELEASE_EXPIRED)} RETURNING id`, [now, limit]), (rows) => rows.length)
+      Effect.map(sql.unsafe(releaseExpiredText, [now, limit]), (rows) => rows.length)
 
     return { create, createOnce, releaseExpired, findById, list } satisfies PetsRepository as PetsRepository
   })
