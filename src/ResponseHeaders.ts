@@ -7,25 +7,53 @@
  * answer carries them.
  */
 import { HttpApp, HttpServerResponse } from "@effect/platform"
-import { Context, Effect, Option } from "effect"
+import { Context, Effect, Exit, Option } from "effect"
+import { dual } from "effect/Function"
+import { contextWithEffectNow, flatMapNow } from "./Immediate.js"
 
 /** The headers of the answer being made for the current request, as the pipeline collects them. */
 export class AnswerHeaders
   extends Context.Tag("ResponseHeaders/AnswerHeaders")<AnswerHeaders, Record<string, string>>()
 {}
 
+const addTo = (headers: Readonly<Record<string, string>>) => (context: Context.Context<never>): Effect.Effect<void> => {
+  const collected = Context.getOption(context, AnswerHeaders)
+  if (Option.isNone(collected)) {
+    return HttpApp.appendPreResponseHandler((_request, response) =>
+      Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+    )
+  }
+  Object.assign(collected.value, headers)
+  return Effect.void
+}
+
 /**
  * Adds these headers to the answer of the current request. One step of the fiber where the pipeline serves the request
  * (it runs on every request: a middleware's headers, a handler's `Location`).
  */
 export const addResponseHeaders = (headers: Readonly<Record<string, string>>): Effect.Effect<void> =>
-  Effect.contextWithEffect((context: Context.Context<never>) => {
-    const collected = Context.getOption(context, AnswerHeaders)
-    if (Option.isNone(collected)) {
-      return HttpApp.appendPreResponseHandler((_request, response) =>
-        Effect.succeed(HttpServerResponse.setHeaders(response, headers))
-      )
-    }
-    Object.assign(collected.value, headers)
-    return Effect.void
-  })
+  Effect.contextWithEffect(addTo(headers))
+
+/**
+ * Adds the headers `f` gives for the success of `self` (none for `undefined`), as `Effect.tap` with
+ * `addResponseHeaders` would; in a call at once (`Immediate.ts`) with `self` done, at once — after its success, as
+ * ever, so the request is still answered without a fiber.
+ */
+export const tapResponseHeaders: {
+  <A>(
+    f: (a: A) => Readonly<Record<string, string>> | undefined
+  ): <E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    f: (a: A) => Readonly<Record<string, string>> | undefined
+  ): Effect.Effect<A, E, R>
+} = dual(2, <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  f: (a: A) => Readonly<Record<string, string>> | undefined
+): Effect.Effect<A, E, R> =>
+  flatMapNow(self, (a) => {
+    const headers = f(a)
+    if (headers === undefined) return Exit.succeed(a)
+    const add = addTo(headers)
+    return contextWithEffectNow((context) => flatMapNow(add(context), () => Exit.succeed(a)))
+  }))

@@ -15,7 +15,6 @@ import {
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, HashMap, Layer, Logger, Option, Schema } from "effect"
 import { WebHandler, webHandlerFrom } from "../src/Http.js"
-import { flatMapNow, matchNow } from "../src/Immediate.js"
 import { ApiHandlers, apiHandlers, type GroupHandlers } from "../src/Serving/Handlers.js"
 import { layerDirect } from "../src/Serving/Middleware.js"
 import * as Sql from "../src/Sql.js"
@@ -143,28 +142,5 @@ describe("a middleware's direct face", () => {
       expect(yield* answers(app)).toEqual(expected)
       const named = ["ann", "slow-bo", "nobody", "slow-stranger", "cy", "slow-di"]
       expect(lines).toEqual([...named, ...named])
-    }))
-})
-
-describe("effects that may already be done", () => {
-  it.effect("stay done when they are, and compose as usual when they are not", () =>
-    Effect.gen(function*() {
-      const done = flatMapNow(Exit.succeed(1), (n) => Exit.succeed(n + 1))
-      expect(Exit.isExit(done)).toBe(true)
-      expect(yield* done).toBe(2)
-      const later = flatMapNow(Effect.sync(() => 1), (n) => Exit.succeed(n + 1))
-      expect(Exit.isExit(later)).toBe(false)
-      expect(yield* later).toBe(2)
-
-      const recovered = matchNow(Exit.fail("no"), { onFailure: (e) => Exit.succeed(`${e}!`), onSuccess: Exit.succeed })
-      expect(Exit.isExit(recovered)).toBe(true)
-      expect(yield* recovered).toBe("no!")
-      const defect = matchNow(Exit.die("boom"), { onFailure: () => Exit.succeed("handled"), onSuccess: Exit.succeed })
-      expect(yield* Effect.exit(defect)).toEqual(Exit.die("boom"))
-      const failedLater = matchNow(Effect.suspend(() => Effect.fail("no")), {
-        onFailure: (e) => Exit.succeed(`${e}?`),
-        onSuccess: Exit.succeed
-      })
-      expect(yield* failedLater).toBe("no?")
     }))
 })

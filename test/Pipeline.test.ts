@@ -3,13 +3,13 @@
  * database, get the same status, body and headers (all but the request id and the date) from both.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, HashMap, Layer, Logger, Option, Redacted } from "effect"
+import { Context, Effect, HashMap, Layer, Logger, LogLevel, Option, Redacted, Supervisor } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { RoutesLive, WebHandler, webHandlerFrom } from "../src/Http.js"
 import { Lifecycle } from "../src/Lifecycle.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import * as Sql from "../src/Sql.js"
-import { describeBackends } from "./support/backends.js"
+import { describeBackends, SQLite } from "./support/backends.js"
 import { ORIGIN, servers } from "./support/http.js"
 import { Outage, OutageSqlLive } from "./support/outage.js"
 
@@ -142,6 +142,60 @@ describeBackends((backend) => {
         }
       }))
   })
+})
+
+/** Counts the fibers started on the runtime it supervises. */
+class FibersStarted extends Supervisor.AbstractSupervisor<number> {
+  started = 0
+  readonly value = Effect.sync(() => this.started)
+  override onStart() {
+    this.started++
+  }
+}
+
+describe("pipeline, answers at once", () => {
+  it.scoped("on SQLite a read whose key was checked a moment ago is answered without a fiber; a create runs in one", () =>
+    Effect.gen(function*() {
+      const fibers = new FibersStarted()
+      const database = yield* SQLite.freshDatabase
+      const context = yield* Layer.build(
+        Layer.mergeAll(handlerOf(true), ApiKeys.Default).pipe(
+          Layer.provide(Lifecycle.Default),
+          Layer.provide(Sql.layer(database))
+        )
+      ).pipe(Effect.supervised(fibers), Logger.withMinimumLogLevel(LogLevel.Warning))
+      const handler = Context.get(context, WebHandler)
+      const key = Redacted.value((yield* Context.get(context, ApiKeys).create("at once")).key)
+      const auth = { authorization: `Bearer ${key}` }
+      const create = () =>
+        handler(
+          new Request(`${ORIGIN}/v1/pets`, {
+            method: "POST",
+            headers: { ...auth, "content-type": "application/json" },
+            body: JSON.stringify({ name: "Rex", categoryId: 1 })
+          })
+        )
+      // The key's first check reads it from the database, in the request's fiber; the creates wait for their commit.
+      for (let i = 0; i < 3; i++) expect((yield* Effect.promise(async () => create())).status).toBe(201)
+      const before = fibers.started
+
+      const got = handler(new Request(`${ORIGIN}/v1/pets/2`, { headers: auth }))
+      const page = handler(new Request(`${ORIGIN}/v1/pets?limit=2`, { headers: auth }))
+      expect(fibers.started).toBe(before)
+      expect(got).toBeInstanceOf(Response)
+      expect(page).toBeInstanceOf(Response)
+      const [one, two] = [got as Response, page as Response]
+      expect({ status: one.status, body: yield* Effect.promise(() => one.json()) }).toEqual({
+        status: 200,
+        body: { id: 2, name: "Rex", categoryId: 1, status: "available" }
+      })
+      expect(one.headers.get("deprecation")).not.toBeNull()
+      expect(two.headers.get("link")).toBe("</v1/pets?limit=2&after=2>; rel=\"next\"")
+      expect((yield* Effect.promise(() => two.json())) as ReadonlyArray<unknown>).toHaveLength(2)
+
+      expect((yield* Effect.promise(async () => create())).status).toBe(201)
+      expect(fibers.started).toBeGreaterThan(before)
+    }))
 })
 
 describe("pipeline, logs", () => {

@@ -3,6 +3,7 @@
  * durations. The span and attribute names are the OpenTelemetry semantic conventions' (HTTP server, database client).
  */
 import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
+import { contextWithEffectNow, tryNow } from "../Immediate.js"
 import type { ObservabilityHooks, RequestObservation, Statement } from "./Hooks.js"
 import { addInFlight, addPool, methodLabel, recordStatement, requestRecorder } from "./Metrics.js"
 import { remoteParent } from "./Sampler.js"
@@ -111,7 +112,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
 
   /** Without tracing: the statement timed, in the one step `Effect.try` would take. */
   const timedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
-    Effect.try({
+    tryNow({
       try: () => {
         const started = performance.now()
         try {
@@ -124,8 +125,8 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     })
 
   const tracedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
-    Effect.withFiberRuntime((fiber) => {
-      const span = statementSpan(fiber.currentContext, statement)
+    contextWithEffectNow((context) => {
+      const span = statementSpan(context, statement)
       const started = performance.now()
       let exit: Exit.Exit<ReturnType<typeof run>, ReturnType<typeof onError>>
       try {
@@ -142,7 +143,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     ? tracedStatement
     : metrics
     ? timedStatement
-    : (_statement, run, onError) => Effect.try({ try: run, catch: onError })
+    : (_statement, run, onError) => tryNow({ try: run, catch: onError })
 
   // `@effect/sql` makes the statement's span itself (`sql.execute`): here, its duration.
   const observeStatement: ObservabilityHooks["observeStatement"] = metrics ? timed : (_statement, effect) => effect

@@ -10,7 +10,8 @@ import { BASE_PATH, ServedApi } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { NotFound } from "../Domain/Errors.js"
 import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet } from "../Domain/Pet.js"
-import { addResponseHeaders } from "../ResponseHeaders.js"
+import { flatMapNow, mapNow } from "../Immediate.js"
+import { addResponseHeaders, tapResponseHeaders } from "../ResponseHeaders.js"
 import type { GroupHandlers } from "../Serving/Handlers.js"
 import { layerDirect } from "../Serving/Middleware.js"
 import { orUnavailable } from "../Unavailable.js"
@@ -47,12 +48,10 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
           "IdempotencyKeyInUse",
           () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
         ),
-        Effect.tap((outcome) =>
-          addResponseHeaders(
-            outcome._tag === "Created"
-              ? { location: locationOf(outcome.pet) }
-              : { location: locationOf(outcome.pet), "idempotent-replayed": "true" }
-          )
+        tapResponseHeaders((outcome) =>
+          outcome._tag === "Created"
+            ? { location: locationOf(outcome.pet) }
+            : { location: locationOf(outcome.pet), "idempotent-replayed": "true" }
         ),
         Effect.map((outcome) => outcome.pet)
       )
@@ -62,24 +61,19 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
         const query = { ...urlParams, limit: urlParams.limit ?? LIMIT_DEFAULT }
         return repo.list(query).pipe(
           orUnavailable,
-          Effect.tap((page) =>
-            page.more ? addResponseHeaders({ link: nextPageLink(query, page.pets.at(-1)!) }) : Effect.void
-          ),
-          Effect.map((page) => page.pets)
+          tapResponseHeaders((page) => page.more ? { link: nextPageLink(query, page.pets.at(-1)!) } : undefined),
+          mapNow((page) => page.pets)
         )
       },
       createPet: ({ headers, payload }) => {
         const key = headers["idempotency-key"]
         if (key !== undefined) return createOnce(key, payload)
-        return repo.create(payload).pipe(
-          orUnavailable,
-          Effect.tap((pet) => addResponseHeaders({ location: locationOf(pet) }))
-        )
+        return repo.create(payload).pipe(orUnavailable, tapResponseHeaders((pet) => ({ location: locationOf(pet) })))
       },
       getPet: ({ path }) =>
         repo.findById(path.petId).pipe(
           orUnavailable,
-          Effect.flatMap(Option.match({
+          flatMapNow(Option.match({
             onNone: () => Effect.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
             onSome: Effect.succeed
           }))

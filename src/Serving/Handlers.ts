@@ -2,7 +2,10 @@
  * The handlers of an API, by group and endpoint, typed by the declaration: each is exactly the handler
  * `HttpApiBuilder.group(...).handle(name, handler)` accepts for that endpoint (its request, success and errors, and the
  * services its middleware provide, such as `CurrentApiKey`). The HttpApi app and the request pipeline call the same
- * functions.
+ * functions. The pipeline calls a handler at once, outside any fiber, when its middleware settled at once
+ * (`Immediate.callAtOnce`): a handler whose outcome is an `Exit` is answered without a fiber. Work that can be done on
+ * the spot is then done when its effect is made, so a handler makes each effect after what must precede it
+ * (`flatMapNow`, `tapResponseHeaders`), and only the effects it runs.
  */
 import type { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpServerRequest } from "@effect/platform"
 import { Context, type Effect } from "effect"

@@ -2,11 +2,12 @@
  * Running one request to a declared endpoint: middleware → handler → encode, the request decoded before (as
  * `RequestDecode.ts` says why). Each middleware's direct face, when it has one, is asked first, before any fiber
  * (`Middleware.ts`): those that know their outcome at once are settled there — what they provide put in the request's
- * context, a failure answered. The rest of the request runs in a fiber of its own, the answer made from its exit
- * (`Answer.ts`). The fiber starts with a context of the request's own: the request, the headers its answer collects,
- * the annotations its log lines carry (its request id for every fiber it starts: the runtime's loggers read it there,
- * `Logging.withRequestAnnotations`). The programs are built once per route from what `Derive.ts` derived; a request
- * only supplies its input.
+ * context, a failure answered. When all of them were, the handler is called at once (`Immediate.callAtOnce`): a
+ * handler that knows its outcome on the spot (a read on SQLite) is answered without a fiber. The rest of the request
+ * runs in a fiber of its own, the answer made from its exit (`Answer.ts`). The fiber starts with a context of the
+ * request's own: the request, the headers its answer collects, the annotations its log lines carry (its request id for
+ * every fiber it starts: the runtime's loggers read it there, `Logging.withRequestAnnotations`). The programs are
+ * built once per route from what `Derive.ts` derived; a request only supplies its input.
  *
  * As in HttpApi, the middleware run before the decoded request is looked at (an unauthenticated request is a 401
  * whatever its query), and a failure is encoded as the endpoint declares it; a failure it does not declare is a
@@ -14,6 +15,7 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Exit, type Fiber, FiberId, type FiberRefs, Runtime, Tracer } from "effect"
+import { callAtOnce } from "../Immediate.js"
 import { RequestLogContext } from "../Logging.js"
 import { AnswerHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer } from "./Answer.js"
@@ -146,8 +148,13 @@ export const makePipeline = (
         return finish(outcome)
       }
     }
-    // Past every middleware with a request its decoders refused: answered without a fiber.
-    if (program === programs[middleware.length] && decoded instanceof Refused) return finish(Exit.fail(decoded))
+    if (program === programs[middleware.length]) {
+      // Past every middleware with a request its decoders refused: answered without a fiber.
+      if (decoded instanceof Refused) return finish(Exit.fail(decoded))
+      // The handler, called at once: answered without a fiber if it knew its outcome on the spot.
+      program = callAtOnce(context, () => route.handler(decoded) as Effect.Effect<unknown, unknown>)
+      if (Exit.isExit(program)) return finish(program)
+    }
 
     const fiber = Runtime.runFork(
       Runtime.make({ context, fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })

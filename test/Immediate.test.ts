@@ -1,0 +1,117 @@
+/**
+ * Effects that may already be done (`src/Immediate.ts`): the combinators keep an `Exit` one and compose anything else
+ * as Effect does; in a call at once, a statement runs when its effect is made and the headers that follow its success
+ * land in the request's answer at once, while outside one the same code makes ordinary effects, run each time they are
+ * run.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Exit } from "effect"
+import { callAtOnce, contextWithEffectNow, flatMapNow, mapNow, matchNow, tryNow } from "../src/Immediate.js"
+import { addResponseHeaders, AnswerHeaders, tapResponseHeaders } from "../src/ResponseHeaders.js"
+
+describe("effects that may already be done", () => {
+  it.effect("stay done when they are, and compose as usual when they are not", () =>
+    Effect.gen(function*() {
+      const done = flatMapNow(Exit.succeed(1), (n) => Exit.succeed(n + 1))
+      expect(Exit.isExit(done)).toBe(true)
+      expect(yield* done).toBe(2)
+      const later = flatMapNow(Effect.sync(() => 1), (n) => Exit.succeed(n + 1))
+      expect(Exit.isExit(later)).toBe(false)
+      expect(yield* later).toBe(2)
+      const piped = Exit.succeed(2).pipe(flatMapNow((n) => Exit.succeed(n * 10)), mapNow((n) => `${n}`))
+      expect(Exit.isExit(piped)).toBe(true)
+      expect(yield* piped).toBe("20")
+      const failed = mapNow(Exit.fail("no"), () => "never")
+      expect(yield* Effect.flip(failed)).toBe("no")
+
+      const recovered = matchNow(Exit.fail("no"), { onFailure: (e) => Exit.succeed(`${e}!`), onSuccess: Exit.succeed })
+      expect(Exit.isExit(recovered)).toBe(true)
+      expect(yield* recovered).toBe("no!")
+      const defect = matchNow(Exit.die("boom"), { onFailure: () => Exit.succeed("handled"), onSuccess: Exit.succeed })
+      expect(yield* Effect.exit(defect)).toEqual(Exit.die("boom"))
+      const failedLater = matchNow(Effect.suspend(() => Effect.fail("no")), {
+        onFailure: (e) => Exit.succeed(`${e}?`),
+        onSuccess: Exit.succeed
+      })
+      expect(yield* failedLater).toBe("no?")
+    }))
+})
+
+describe("a call at once", () => {
+  const requestContext = () => {
+    const headers: Record<string, string> = {}
+    return { headers, context: Context.make(AnswerHeaders, headers) as Context.Context<never> }
+  }
+
+  it.effect("runs a statement when its effect is made, and adds headers to the request's answer at once", () =>
+    Effect.gen(function*() {
+      const { context, headers } = requestContext()
+      let runs = 0
+      const outcome = callAtOnce(
+        context,
+        () =>
+          tryNow({ try: () => ++runs, catch: String }).pipe(tapResponseHeaders((n) => ({ location: `/v1/pets/${n}` })))
+      )
+      expect(Exit.isExit(outcome)).toBe(true)
+      expect(runs).toBe(1)
+      expect(headers).toEqual({ location: "/v1/pets/1" })
+      expect(yield* outcome).toBe(1)
+      expect(runs).toBe(1)
+      const failed = callAtOnce(context, () =>
+        tryNow({
+          try: () => {
+            throw new Error("locked")
+          },
+          catch: (error) => `failed: ${(error as Error).message}`
+        }))
+      expect(failed).toEqual(Exit.fail("failed: locked"))
+      // Headers follow their effect's success: none after a failure.
+      const refused = callAtOnce(context, () => tapResponseHeaders(Exit.fail("no"), () => ({ link: "<never>" })))
+      expect(refused).toEqual(Exit.fail("no"))
+      expect(headers).toEqual({ location: "/v1/pets/1" })
+    }))
+
+  it.effect("outside one, the same code makes effects that run each time they are run", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const statement = tryNow({ try: () => ++runs, catch: String })
+      expect(Exit.isExit(statement)).toBe(false)
+      expect(runs).toBe(0)
+      expect(yield* statement).toBe(1)
+      expect(yield* statement).toBe(2)
+      const headers: Record<string, string> = {}
+      const added = addResponseHeaders({ link: "<next>" })
+      expect(headers).toEqual({})
+      yield* Effect.provideService(added, AnswerHeaders, headers)
+      expect(headers).toEqual({ link: "<next>" })
+    }))
+
+  it.live("leaves what cannot be done on the spot to a fiber, in the request's context, in its order", () =>
+    Effect.gen(function*() {
+      const { context, headers } = requestContext()
+      const left = callAtOnce(context, () =>
+        Effect.sleep("1 millis").pipe(
+          Effect.zipRight(addResponseHeaders({ "retry-after": "1" })),
+          Effect.zipRight(Exit.succeed(7)),
+          tapResponseHeaders((n) => ({ "x-n": String(n) }))
+        ))
+      expect(Exit.isExit(left)).toBe(false)
+      expect(headers).toEqual({})
+      expect(yield* Effect.provide(left, context)).toBe(7)
+      expect(headers).toEqual({ "retry-after": "1", "x-n": "7" })
+    }))
+
+  it("ends with its call: a defect thrown is its exit, and a call nested in it leaves it as it was", () => {
+    const outer = requestContext()
+    const inner = requestContext()
+    const outcome = callAtOnce(outer.context, () => {
+      const nested = callAtOnce(inner.context, () => {
+        throw new Error("bug")
+      })
+      expect(Exit.isExit(nested) && Exit.isFailure(nested)).toBe(true)
+      return contextWithEffectNow((context) => Exit.succeed(Context.unsafeGet(context, AnswerHeaders)))
+    })
+    expect(outcome).toEqual(Exit.succeed(outer.headers))
+    expect(Exit.isExit(contextWithEffectNow(() => Exit.void))).toBe(false)
+  })
+})
