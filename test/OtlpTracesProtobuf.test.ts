@@ -2,12 +2,13 @@
  * The traces' protobuf writer against `@effect/opentelemetry`'s own encoder of the same spans in the OTLP/JSON shape:
  * for spans with every kind of field the exporter sends (attributes of each type, a remote parent, a trace state,
  * events, links, an error status, times past 2^53 ns, strings and messages of 128 bytes and more), the bytes are the
- * library's.
+ * library's. The spans of `http/json`, each written to text as it ends, make the text of the library's JSON request.
  */
 import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Option, Tracer } from "effect"
+import { jsonEncoding } from "../src/Observability/Otlp.js"
 import { toOtlp } from "../src/Observability/OtlpSpans.js"
 import { makeTracesEncoder } from "../src/Observability/OtlpTracesProtobuf.js"
 import { RecordingSpan } from "../src/Observability/Tracer.js"
@@ -65,6 +66,12 @@ statement.end(1764115200124500000n, Exit.void)
 
 const spans = [server, statement]
 
+/** A batch's export request, each span encoded as it would be when it ended. */
+const encode = (batch: ReadonlyArray<RecordingSpan>) => {
+  const encoder = makeTracesEncoder(resource, scope)
+  return encoder.request(batch.map(encoder.span))
+}
+
 describe("OTLP traces in protobuf", () => {
   it.effect("writes the bytes @effect/opentelemetry's encoder writes", () =>
     Effect.gen(function*() {
@@ -72,7 +79,6 @@ describe("OTLP traces in protobuf", () => {
       const body = library.traces({ resourceSpans: [{ resource, scopeSpans: [{ scope, spans: spans.map(toOtlp) }] }] })
       expect(body._tag).toBe("Uint8Array")
       const expected = (body as { readonly body: Uint8Array }).body
-      const encode = makeTracesEncoder(resource, scope)
       expect(Buffer.from(encode(spans)).toString("hex")).toBe(Buffer.from(expected).toString("hex"))
       // A batch of many spans: the outer messages' lengths take several bytes.
       const many = Array.from({ length: 300 }, () => server)
@@ -99,7 +105,7 @@ describe("OTLP traces in protobuf", () => {
     negative.attribute("negative", -5)
     negative.end(2n, Exit.void)
     const [decodedServer, decodedStatement, decodedNegative] = decodeTracesProtobuf(
-      makeTracesEncoder(resource, scope)([...spans, negative])
+      encode([...spans, negative])
     )
     expect(decodedNegative.attributes).toEqual({ negative: -5 })
     expect(decodedServer).toMatchObject({
@@ -114,4 +120,21 @@ describe("OTLP traces in protobuf", () => {
     })
     expect(decodedStatement).toMatchObject({ name: "SELECT pets", kind: 3, parentSpanId: "", status: { code: 0 } })
   })
+})
+
+describe("OTLP traces in JSON", () => {
+  it.effect("the request is the text @effect/opentelemetry's JSON serialization writes", () =>
+    Effect.gen(function*() {
+      const library = yield* Effect.provide(OtlpSerialization.OtlpSerialization, OtlpSerialization.layerJson)
+      const expected = library.traces({
+        resourceSpans: [{ resource, scopeSpans: [{ scope, spans: spans.map(toOtlp) }] }]
+      }) as unknown as { readonly body: Uint8Array }
+      const encoding = jsonEncoding(resource)
+      const body = encoding.request(spans.map(encoding.span)) as unknown as {
+        readonly body: Uint8Array
+        readonly contentType: string
+      }
+      expect(body.contentType).toBe("application/json")
+      expect(new TextDecoder().decode(body.body)).toBe(new TextDecoder().decode(expected.body))
+    }))
 })

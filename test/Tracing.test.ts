@@ -6,14 +6,14 @@
  * trace ids in log lines.
  */
 import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
-import { FetchHttpClient, HttpBody } from "@effect/platform"
+import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Logger, Metric, Option, Redacted, Scope } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { ObservabilityConfig } from "../src/Observability/Config.js"
 import { ObservabilityLive } from "../src/Observability/Live.js"
 import { spansDropped } from "../src/Observability/Metrics.js"
-import { makeTracesEncoder } from "../src/Observability/OtlpTracesProtobuf.js"
+import { protobufEncoding } from "../src/Observability/Otlp.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
 import { makeSpanExporter } from "../src/Observability/SpanExporter.js"
 import { makeTracer, newSpanId, newTraceId } from "../src/Observability/Tracer.js"
@@ -232,11 +232,7 @@ describe("traces over OTLP", () => {
       const sink = yield* makeSpanExporter({
         url: `${receiver.url}/v1/traces`,
         headers: {},
-        encode: (spans) =>
-          HttpBody.uint8Array(
-            makeTracesEncoder(OtlpResource.make({ serviceName: "petstore" }), { name: "petstore" })(spans),
-            "application/x-protobuf"
-          ),
+        encoding: protobufEncoding(OtlpResource.make({ serviceName: "petstore" })),
         timeoutMillis: 2000,
         maxQueueSize: 100,
         maxExportBatchSize: 2,

@@ -13,8 +13,8 @@ import { refreshProcessMetrics } from "./Metrics.js"
 import { toOtlp } from "./OtlpSpans.js"
 import { makeTracesEncoder } from "./OtlpTracesProtobuf.js"
 import { makeSampler } from "./Sampler.js"
-import { makeSpanExporter } from "./SpanExporter.js"
-import { makeTracer, type RecordingSpan, type SamplingTracer } from "./Tracer.js"
+import { makeSpanExporter, type SpanEncoding } from "./SpanExporter.js"
+import { makeTracer, type SamplingTracer } from "./Tracer.js"
 
 const transport = (options: OtlpOptions) =>
   Layer.mergeAll(
@@ -22,20 +22,30 @@ const transport = (options: OtlpOptions) =>
     options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf
   )
 
+const scopeOf = (resource: OtlpResource.Resource) => ({ name: OtlpResource.unsafeServiceName(resource) })
+
+/** `http/protobuf`: written straight from the span (`OtlpTracesProtobuf.ts`, the library's bytes at a fraction of its cost). */
+export const protobufEncoding = (resource: OtlpResource.Resource): SpanEncoding<Uint8Array> => {
+  const encoder = makeTracesEncoder(resource, scopeOf(resource))
+  return {
+    span: encoder.span,
+    request: (spans) => HttpBody.uint8Array(encoder.request(spans), "application/x-protobuf")
+  }
+}
+
 /**
- * How a batch of spans is written: `http/protobuf` straight from the spans (`OtlpTracesProtobuf.ts`, the library's
- * bytes at a fraction of its cost), `http/json` through the OTLP/JSON shape and the library's serialization.
+ * `http/json`: each span the text of its OTLP/JSON shape, the request's text around them — what the library's JSON
+ * serialization (`JSON.stringify` of the whole request) writes.
  */
-const tracesEncoder = (options: OtlpOptions, resource: OtlpResource.Resource) =>
-  Effect.map(OtlpSerialization.OtlpSerialization, (library) => {
-    const scope = { name: OtlpResource.unsafeServiceName(resource) }
-    if (options.protocol === "http/json") {
-      return (spans: ReadonlyArray<RecordingSpan>) =>
-        library.traces({ resourceSpans: [{ resource, scopeSpans: [{ scope, spans: spans.map(toOtlp) }] }] })
-    }
-    const encode = makeTracesEncoder(resource, scope)
-    return (spans: ReadonlyArray<RecordingSpan>) => HttpBody.uint8Array(encode(spans), "application/x-protobuf")
-  })
+export const jsonEncoding = (resource: OtlpResource.Resource): SpanEncoding<string> => {
+  const head = `{"resourceSpans":[{"resource":${JSON.stringify(resource)},"scopeSpans":[{"scope":${
+    JSON.stringify(scopeOf(resource))
+  },"spans":[`
+  return {
+    span: (span) => JSON.stringify(toOtlp(span)),
+    request: (spans) => HttpBody.text(`${head}${spans.join(",")}]}]}]}`, "application/json")
+  }
+}
 
 const resourceOf = (options: OtlpOptions, version: string) => ({
   serviceName: options.serviceName,
@@ -49,15 +59,20 @@ export const makeOtlpTracer = (
   version: string
 ): Effect.Effect<SamplingTracer, never, import("effect").Scope.Scope> =>
   Effect.gen(function*() {
-    const sink = yield* makeSpanExporter({
-      url: options.tracesUrl,
-      headers: Redacted.value(options.headers),
-      encode: yield* tracesEncoder(options, OtlpResource.make(resourceOf(options, version))),
-      timeoutMillis: options.timeoutMillis,
-      maxQueueSize: options.maxQueueSize,
-      maxExportBatchSize: options.maxExportBatchSize,
-      scheduleDelayMillis: options.scheduleDelayMillis
-    })
+    const exportAs = <Encoded>(encoding: SpanEncoding<Encoded>) =>
+      makeSpanExporter({
+        url: options.tracesUrl,
+        headers: Redacted.value(options.headers),
+        encoding,
+        timeoutMillis: options.timeoutMillis,
+        maxQueueSize: options.maxQueueSize,
+        maxExportBatchSize: options.maxExportBatchSize,
+        scheduleDelayMillis: options.scheduleDelayMillis
+      })
+    const resource = OtlpResource.make(resourceOf(options, version))
+    const sink = yield* (options.protocol === "http/json"
+      ? exportAs(jsonEncoding(resource))
+      : exportAs(protobufEncoding(resource)))
     return makeTracer(makeSampler(options.sampling), sink)
   }).pipe(Effect.provide(transport(options)))
 

@@ -306,14 +306,24 @@ const written = (write: (out: Output) => void): Uint8Array => {
   return out.bytes.slice(0, out.at)
 }
 
-/** How many bytes a span usually takes: the first guess of a batch's size (the output grows past it if need be). */
+/** How many bytes a span usually takes: the first size of the output a span is written in (it grows if need be). */
 const SPAN_BYTES = 320
 
-/** The encoder of export requests for one resource and instrumentation scope. */
+/** A span as it waits for its batch: its `Span` message's bytes. */
+export type EncodedSpan = Uint8Array
+
+export interface TracesEncoder {
+  /** An ended span's `Span` message. */
+  readonly span: (span: RecordingSpan) => EncodedSpan
+  /** The `ExportTraceServiceRequest` of a batch of spans. */
+  readonly request: (spans: ReadonlyArray<EncodedSpan>) => Uint8Array
+}
+
+/** The encoder of spans and export requests for one resource and instrumentation scope. */
 export const makeTracesEncoder = (
   resource: Resource,
   scope: { readonly name: string; readonly version?: string | undefined }
-): (spans: ReadonlyArray<RecordingSpan>) => Uint8Array => {
+): TracesEncoder => {
   const resourceField = written((out) => {
     const at = out.begin(1)
     keyValues(out, 1, resource.attributes)
@@ -326,19 +336,30 @@ export const makeTracesEncoder = (
     out.string(2, scope.version)
     out.end(at)
   })
-  return (spans) => {
-    const out = new Output(64 + spans.length * SPAN_BYTES)
-    const resourceSpans = out.begin(1)
-    out.raw(resourceField)
-    const scopeSpans = out.begin(2)
-    out.raw(scopeField)
-    for (const value of spans) {
-      const at = out.begin(2)
-      span(out, value)
-      out.end(at)
+  // One output for every span, written over each time: a span's bytes are then copied out at their size.
+  const scratch = new Output(SPAN_BYTES)
+  return {
+    span: (value) => {
+      scratch.at = 0
+      span(scratch, value)
+      return scratch.bytes.slice(0, scratch.at)
+    },
+    request: (spans) => {
+      let size = 64 + resourceField.length + scopeField.length
+      for (const bytes of spans) size += bytes.length + 4
+      const out = new Output(size)
+      const resourceSpans = out.begin(1)
+      out.raw(resourceField)
+      const scopeSpans = out.begin(2)
+      out.raw(scopeField)
+      for (const bytes of spans) {
+        out.tag(2, LENGTH_DELIMITED)
+        out.varint(bytes.length)
+        out.raw(bytes)
+      }
+      out.end(scopeSpans)
+      out.end(resourceSpans)
+      return out.bytes.subarray(0, out.at)
     }
-    out.end(scopeSpans)
-    out.end(resourceSpans)
-    return out.bytes.subarray(0, out.at)
   }
 }

@@ -6,19 +6,29 @@
  * counted, not retried: a collector that is down costs nothing but the spans. When the layer closes (after the drain)
  * what is left is sent, within the timeout.
  *
- * The batch is written as the protocol says by `encode` (`Otlp.ts`). `@effect/opentelemetry`'s own exporter keeps an
- * unbounded buffer and no count of what it drops, hence this one.
+ * Each span is encoded as it ends (`SpanEncoding`, `Otlp.ts`) and waits as its bytes or text, not as the span: the
+ * recorded spans die with their request, and what waits for the batch is a few plain values for the collector to find.
+ * (Spans kept as objects until their batch left outlived young collections at low sampling rates and were promoted,
+ * and the full collections that followed cost more than the export: +7 µs a request at 10 %, measured.)
+ * `@effect/opentelemetry`'s own exporter keeps an unbounded buffer and no count of what it drops, hence this one.
  */
 import { type HttpBody, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Cause, Duration, Effect, FiberSet, type Scope } from "effect"
 import { spansDropped, spansExported } from "./Metrics.js"
 import type { RecordingSpan, SpanSink } from "./Tracer.js"
 
-export interface SpanExporterOptions {
+/** How spans are written for the collector, in the configured protocol. */
+export interface SpanEncoding<Encoded> {
+  /** An ended span, as it waits for its batch. */
+  readonly span: (span: RecordingSpan) => Encoded
+  /** A batch of spans as the collector takes it: an `ExportTraceServiceRequest`. */
+  readonly request: (spans: ReadonlyArray<Encoded>) => HttpBody.HttpBody
+}
+
+export interface SpanExporterOptions<Encoded> {
   readonly url: string
   readonly headers: Record<string, string>
-  /** A batch of spans as the collector takes it: an `ExportTraceServiceRequest`, in the configured protocol. */
-  readonly encode: (spans: ReadonlyArray<RecordingSpan>) => HttpBody.HttpBody
+  readonly encoding: SpanEncoding<Encoded>
   readonly timeoutMillis: number
   readonly maxQueueSize: number
   readonly maxExportBatchSize: number
@@ -31,20 +41,21 @@ const reasonOf = (cause: Cause.Cause<unknown>): string => {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
 }
 
-export const makeSpanExporter = (
-  options: SpanExporterOptions
+export const makeSpanExporter = <Encoded>(
+  options: SpanExporterOptions<Encoded>
 ): Effect.Effect<SpanSink, never, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function*() {
     const client = HttpClient.filterStatusOk(yield* HttpClient.HttpClient)
     const request = HttpClientRequest.post(options.url, { headers: options.headers })
     const timeout = Duration.millis(options.timeoutMillis)
     const exporting = yield* Effect.makeSemaphore(1)
-    let queue: Array<RecordingSpan> = []
+    const encoding = options.encoding
+    let queue: Array<Encoded> = []
     let failing = false
 
-    const send = (batch: Array<RecordingSpan>) =>
+    const send = (batch: Array<Encoded>) =>
       Effect.suspend(() => {
-        return client.execute(HttpClientRequest.setBody(request, options.encode(batch))).pipe(
+        return client.execute(HttpClientRequest.setBody(request, encoding.request(batch))).pipe(
           Effect.scoped,
           Effect.timeout(timeout)
         )
@@ -111,7 +122,7 @@ export const makeSpanExporter = (
           spansDropped.unsafeUpdate(1, [])
           return
         }
-        queue.push(span)
+        queue.push(encoding.span(span))
         // A full batch leaves on the next turn of the event loop, not in the call that filled it: that call is a
         // request ending, whose answer must not wait for a batch of spans to be encoded.
         if (queue.length === options.maxExportBatchSize) setImmediate(() => runFork(exportIfIdle))
