@@ -124,7 +124,7 @@ const program = Effect.gen(function*() {
       cpu(() => HttpServerRequest.fromWeb(request).headers)
     ],
     [
-      "the pipeline alone: get one (fiber, middleware, decode, handler, encode)",
+      "the pipeline alone: get one (middleware, decode, handler called at once, encode: no fiber)",
       cpu(() => pipeline(getPet, getInput))
     ],
     [
@@ -136,11 +136,11 @@ const program = Effect.gen(function*() {
       cpu(() => emptyPipeline(bareGet, getInput))
     ],
     [
-      "handler: get one (its SQLite read included)",
+      "handler: get one, run in a fiber (its SQLite read included)",
       cpu(() => runSync(pets.getPet({ path: { petId: 5000 as never }, request: serverRequest }).pipe(Effect.either)))
     ],
     [
-      "handler: list 20 (its SQLite read included)",
+      "handler: list 20, run in a fiber (its SQLite read included)",
       cpu(() => runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.either)))
     ],
     ["encode: one pet", cpu(() => getPet.encodeSuccess(pet))],
