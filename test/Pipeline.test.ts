@@ -154,7 +154,7 @@ class FibersStarted extends Supervisor.AbstractSupervisor<number> {
 }
 
 describe("pipeline, answers at once", () => {
-  it.scoped("on SQLite a read whose key was checked a moment ago is answered without a fiber; a create runs in one", () =>
+  it.scoped("on SQLite a read whose key was checked a moment ago is answered without a fiber, a 404 too; a create runs in one", () =>
     Effect.gen(function*() {
       const fibers = new FibersStarted()
       const database = yield* SQLite.freshDatabase
@@ -181,7 +181,9 @@ describe("pipeline, answers at once", () => {
 
       const got = handler(new Request(`${ORIGIN}/v1/pets/2`, { headers: auth }))
       const page = handler(new Request(`${ORIGIN}/v1/pets?limit=2`, { headers: auth }))
+      const absent = handler(new Request(`${ORIGIN}/v1/pets/999`, { headers: auth }))
       expect(fibers.started).toBe(before)
+      expect((absent as Response).status).toBe(404)
       expect(got).toBeInstanceOf(Response)
       expect(page).toBeInstanceOf(Response)
       const [one, two] = [got as Response, page as Response]

@@ -73,9 +73,10 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
       getPet: ({ path }) =>
         repo.findById(path.petId).pipe(
           orUnavailable,
+          // A pet that is not there is known at once too (`Exit.fail`: no fiber needed to say so).
           flatMapNow(Option.match({
-            onNone: () => Effect.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
-            onSome: Effect.succeed
+            onNone: () => Exit.fail(new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })),
+            onSome: Exit.succeed
           }))
         )
     } satisfies GroupHandlers<typeof ServedApi, "pets"> as GroupHandlers<typeof ServedApi, "pets">
