@@ -6,9 +6,9 @@
  *
  * A **call at once** goes one step further. The pipeline calls a handler outside any fiber (`callAtOnce`), with the
  * request's context; while it runs, work that can be finished on the spot is done when its effect is made, and that
- * effect is its `Exit`: a statement on SQLite's synchronous driver (`tryNow`), a header added to the answer
- * (`contextWithEffectNow`). A handler made of such steps returns an `Exit`, and the request is answered without a
- * fiber. Anywhere else (in a fiber: the HttpApi app, a test, the command line) the same code makes ordinary effects,
+ * effect is its `Exit`: a statement on SQLite's synchronous driver (`tryNow`), the headers that follow a success
+ * (`ResponseHeaders.tapResponseHeaders`, through `contextWithEffectNow`). A handler made of such steps returns an
+ * `Exit`, and the request is answered without a fiber. Anywhere else (in a fiber: the HttpApi app, a test, the command line) the same code makes ordinary effects,
  * run when they are run. So, in a handler, make only the effects that are run: a statement made and then dropped
  * (`Effect.when(statement, …)`) has already run in a call at once.
  */

@@ -24,7 +24,10 @@ const transport = (options: OtlpOptions) =>
 
 const scopeOf = (resource: OtlpResource.Resource) => ({ name: OtlpResource.unsafeServiceName(resource) })
 
-/** `http/protobuf`: written straight from the span (`OtlpTracesProtobuf.ts`, the library's bytes at a fraction of its cost). */
+/**
+ * `http/protobuf`: each span written straight to its `Span` message (`OtlpTracesProtobuf.ts`, the library's bytes at a
+ * fraction of its cost), the request around them.
+ */
 export const protobufEncoding = (resource: OtlpResource.Resource): SpanEncoding<Uint8Array> => {
   const encoder = makeTracesEncoder(resource, scopeOf(resource))
   return {

@@ -1,9 +1,10 @@
 /**
- * OTLP traces in protobuf (`http/protobuf`, the specification's default): an `ExportTraceServiceRequest` (the
- * messages of `opentelemetry/proto/trace/v1/trace.proto` and `common/v1/common.proto`) written straight from the
- * recorded spans into one growing byte array. The resource and the scope are written once; a nested message gets a
- * one-byte length, widened (its bytes moved) in the rare case it is 128 bytes or longer, so the output is the
- * canonical encoding — the bytes `@effect/opentelemetry`'s encoder writes for the same spans (a test compares them).
+ * OTLP traces in protobuf (`http/protobuf`, the specification's default): each recorded span written straight to its
+ * `Span` message as it ends, and a batch's `ExportTraceServiceRequest` (the messages of
+ * `opentelemetry/proto/trace/v1/trace.proto` and `common/v1/common.proto`) made of those bytes, the resource and the
+ * scope written once. A nested message gets a one-byte length, widened (its bytes moved) in the rare case it is 128
+ * bytes or longer, so the output is the canonical encoding — the bytes `@effect/opentelemetry`'s encoder writes for the
+ * same spans (a test compares them).
  *
  * Why not the library's encoder, or protobufjs from the OTLP/JSON shape: the library's builds a small array for every
  * field and copies it into its parent at every level (24 µs per span, measured here); going through the OTLP/JSON
