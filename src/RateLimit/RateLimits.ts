@@ -6,14 +6,13 @@
  * rate-limited request states the quota (`RateLimit-Policy`, `RateLimit`); past it the answer is 429 `rate_limited`
  * with `Retry-After`, and nothing is done.
  *
- * The in-memory count is done at once (an `Exit`, `Immediate.ts`): the quota costs no step of the request's fiber.
+ * The in-memory count is done at once (an `Exit`, `Immediate.ts`): the quota costs no step of a fiber.
  * That is why `RateLimiter.consume`, whose every call is a chain of Effect steps, is not used.
  */
 import type { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Exit, Option } from "effect"
 import { type RateLimited, rateLimited, type Unavailable } from "../Domain/Errors.js"
-import { matchNow } from "../Immediate.js"
 import { SqliteDatabase } from "../Sqlite.js"
 import { answerUnavailable } from "../Unavailable.js"
 import { makeMemoryWindow, type WindowCount } from "./MemoryWindow.js"
@@ -33,7 +32,8 @@ export interface RateLimitsService {
   ) => Effect.Effect<void, RateLimited | Unavailable>
 }
 
-type Count = (key: string) => Effect.Effect<WindowCount, RateLimiter.RateLimiterError>
+/** A key's count after one more request: known at once in memory, an effect when the database keeps it. */
+type Count = (key: string) => WindowCount | Effect.Effect<WindowCount, RateLimiter.RateLimiterError>
 
 /** The count of the backend in use: PostgreSQL's shared counters for PostgreSQL, else the process's memory. */
 const counterFor = (policy: Policy) =>
@@ -43,7 +43,7 @@ const counterFor = (policy: Policy) =>
     const refillRate = Duration.unsafeDivide(policy.window, policy.limit)
     const inMemory = (): Count => {
       const count = makeMemoryWindow(policy.limit, refillRate)
-      return (key) => Exit.succeed(count(key, clock.unsafeCurrentTimeMillis()))
+      return (key) => count(key, clock.unsafeCurrentTimeMillis())
     }
     if (Option.isSome(yield* Effect.serviceOption(SqliteDatabase))) return inMemory()
     const sql = yield* SqlClient.SqlClient
@@ -58,23 +58,31 @@ const counterFor = (policy: Policy) =>
 
 const limitedBy = (count: Count, policy: Policy): RateLimitsService["consume"] => {
   const policyHeader = policyField(policy)
-  return (keyId, answerHeaders) =>
-    matchNow(count(keyId), {
-      onSuccess: ([requests, ttlMillis]): Effect.Effect<void, RateLimited> => {
-        answerHeaders["ratelimit-policy"] = policyHeader
-        const remaining = policy.limit - requests
-        if (remaining >= 0) {
-          answerHeaders.ratelimit = limitField(remaining, secondsOf(ttlMillis))
-          return Exit.void
-        }
-        // At least a second: `Retry-After: 0` would invite the same request at once.
-        const wait = Math.max(1, secondsOf(ttlMillis))
-        answerHeaders.ratelimit = limitField(0, wait)
-        answerHeaders["retry-after"] = String(wait)
-        return Exit.fail(rateLimited(wait))
-      },
+  /** The quota stated in the answer's headers, given the key's count; past it, the 429. */
+  const stated = (
+    answerHeaders: Record<string, string>,
+    [requests, ttlMillis]: WindowCount
+  ): Exit.Exit<void, RateLimited> => {
+    answerHeaders["ratelimit-policy"] = policyHeader
+    const remaining = policy.limit - requests
+    if (remaining >= 0) {
+      answerHeaders.ratelimit = limitField(remaining, secondsOf(ttlMillis))
+      return Exit.void
+    }
+    // At least a second: `Retry-After: 0` would invite the same request at once.
+    const wait = Math.max(1, secondsOf(ttlMillis))
+    answerHeaders.ratelimit = limitField(0, wait)
+    answerHeaders["retry-after"] = String(wait)
+    return Exit.fail(rateLimited(wait))
+  }
+  return (keyId, answerHeaders) => {
+    const counted = count(keyId)
+    if (!Effect.isEffect(counted)) return stated(answerHeaders, counted)
+    return Effect.matchEffect(counted, {
+      onSuccess: (count) => stated(answerHeaders, count),
       onFailure: (error) => answerUnavailable("rate-limit store failure", error)
     })
+  }
 }
 
 export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimits", {
