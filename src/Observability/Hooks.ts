@@ -77,7 +77,7 @@ export class Observability extends Context.Tag("Observability")<Observability, O
 export type StatementHooks = Pick<ObservabilityHooks, "observeStatement" | "runStatement">
 
 /** Without observability: the statement alone. */
-const unobserved: StatementHooks = {
+export const unobserved: StatementHooks = {
   observeStatement: (_statement, effect) => effect,
   runStatement: (_statement, run, onError) => tryNow({ try: run, catch: onError })
 }

@@ -4,7 +4,7 @@
  */
 import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
 import { contextWithEffectNow, tryNow } from "../Immediate.js"
-import type { ObservabilityHooks, RequestObservation, Statement } from "./Hooks.js"
+import { type ObservabilityHooks, type RequestObservation, type Statement, unobserved } from "./Hooks.js"
 import { addInFlight, addPool, methodLabel, recordStatement, requestRecorder } from "./Metrics.js"
 import { remoteParent } from "./Sampler.js"
 import type { SamplingTracer } from "./Tracer.js"
@@ -143,10 +143,10 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     ? tracedStatement
     : metrics
     ? timedStatement
-    : (_statement, run, onError) => tryNow({ try: run, catch: onError })
+    : unobserved.runStatement
 
   // `@effect/sql` makes the statement's span itself (`sql.execute`): here, its duration.
-  const observeStatement: ObservabilityHooks["observeStatement"] = metrics ? timed : (_statement, effect) => effect
+  const observeStatement: ObservabilityHooks["observeStatement"] = metrics ? timed : unobserved.observeStatement
 
   const observePool: ObservabilityHooks["observePool"] = (pool, max) =>
     metrics ? Effect.acquireRelease(Effect.sync(() => addPool(pool, max)), (stop) => Effect.sync(stop)) : Effect.void
