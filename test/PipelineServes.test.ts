@@ -5,7 +5,7 @@
  */
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Deferred, Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { ServedApi } from "../src/Api.js"
 import { Authorization, CurrentApiKey } from "../src/Auth/Api.js"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
@@ -198,5 +198,45 @@ describe("the query", () => {
     const query = queryOf(`/v1/pets?${"a=1&".repeat(4000)}limit=2`)
     expect(query.a).toHaveLength(4000)
     expect(query.limit).toBe("2")
+  })
+})
+
+/** Headers declared by name, and headers as a record of any name (which the pipeline does not read by name). */
+const NamedHeaders = Schema.Struct({ "x-trace": Schema.optional(Schema.String), "x-tag": Schema.String })
+class HeadersApi extends HttpApiGroup.make("headers", { topLevel: true })
+  .add(
+    HttpApiEndpoint.get("named", "/named")
+      .setHeaders(NamedHeaders)
+      .addSuccess(Schema.String)
+  )
+  .add(
+    HttpApiEndpoint.get("any", "/any")
+      .setHeaders(Schema.Record({ key: Schema.String, value: Schema.String }))
+      .addSuccess(Schema.String)
+  )
+{}
+const HeadersTestApi = HttpApi.make("headers").add(HeadersApi)
+
+describe("the headers", () => {
+  const derived = deriveRoutes(
+    HeadersTestApi as unknown as HttpApi.HttpApi.AnyWithProps,
+    apiHandlers(HeadersTestApi, { headers: { named: () => Effect.succeed("ok"), any: () => Effect.succeed("ok") } }),
+    Context.empty()
+  )
+
+  it("are read by the names the endpoint declares, as HttpApi reads them from a record of all of them", () => {
+    const named = derived.routes.find((route) => route.name === "named")!
+    const headers = new Headers([["X-Tag", "a"], ["x-tag", "b"], ["authorization", "Bearer k"]])
+    const viaRecord = Schema.decodeUnknownEither(NamedHeaders)(Object.fromEntries(headers))
+    expect(named.decodeHeaders!(headers)).toEqual(viaRecord)
+    expect(named.decodeHeaders!(headers)).toEqual(Either.right({ "x-tag": "a, b" }))
+    expect(named.decodeHeaders!(new Headers())._tag).toBe("Left")
+  })
+
+  it("of any name, as a record, leave the endpoint to the HttpApi app: it is listed as not served, with why", () => {
+    expect(derived.unserved).toEqual([{
+      endpoint: "headers.any",
+      reason: "its headers are not a struct of named headers"
+    }])
   })
 })

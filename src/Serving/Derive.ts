@@ -22,7 +22,8 @@ export interface EndpointRoute {
   readonly path: string
   readonly decodePath: Decoder | undefined
   readonly decodeQuery: Decoder | undefined
-  readonly decodeHeaders: Decoder | undefined
+  /** Decodes the headers the endpoint declares, read from the request's own (`Headers`, as Bun hands them over). */
+  readonly decodeHeaders: ((headers: Headers) => ReturnType<Decoder>) | undefined
   readonly decodePayload: Decoder | undefined
   /** The request headers the endpoint declares (lower case, as HttpApi reads them). */
   readonly headerNames: ReadonlyArray<string>
@@ -99,10 +100,31 @@ const isArrayLike = (ast: AST.AST): boolean => {
   }
 }
 
-/** The names of the headers a headers schema declares, lower case. */
-const headerNamesOf = (ast: AST.AST): ReadonlyArray<string> => {
+/** What a headers schema reads of its input: a struct of named headers (the only form HttpApi's headers take). */
+const headersStructOf = (ast: AST.AST): AST.TypeLiteral | undefined => {
   while (ast._tag === "Transformation" || ast._tag === "Refinement") ast = ast.from
-  return ast._tag === "TypeLiteral" ? ast.propertySignatures.map((p) => String(p.name).toLowerCase()) : []
+  return ast._tag === "TypeLiteral" && ast.indexSignatures.length === 0 ? ast : undefined
+}
+
+/** The names of the headers a headers schema declares, lower case. */
+const headerNamesOf = (ast: AST.AST): ReadonlyArray<string> =>
+  headersStructOf(ast)?.propertySignatures.map((p) => String(p.name).toLowerCase()) ?? []
+
+/**
+ * Decodes the headers a struct declares, read by name from the request's `Headers`: what HttpApi decodes from a record
+ * of all of them (a struct reads its own properties and ignores the rest), without building that record.
+ */
+const headersDecoder = (schema: Schema.Schema.Any): NonNullable<EndpointRoute["decodeHeaders"]> => {
+  const decode = decoder(Option.some(schema))!
+  const names = headerNamesOf(schema.ast)
+  return (headers) => {
+    const declared: Record<string, string> = {}
+    for (const name of names) {
+      const value = headers.get(name)
+      if (value !== null) declared[name] = value
+    }
+    return decode(declared)
+  }
 }
 
 const decoder = (schema: Option.Option<Schema.Schema.Any>): Decoder | undefined =>
@@ -158,6 +180,10 @@ export const deriveRoutes = (
         skip("its query has array-valued parameters")
         continue
       }
+      if (Option.isSome(endpoint.headersSchema) && headersStructOf(endpoint.headersSchema.value.ast) === undefined) {
+        skip("its headers are not a struct of named headers")
+        continue
+      }
 
       // Middleware, outermost first: HttpApi nests the API's, then the group's and the endpoint's, each later one around
       // the earlier ones.
@@ -200,7 +226,7 @@ export const deriveRoutes = (
         path: endpoint.path,
         decodePath: decoder(endpoint.pathSchema),
         decodeQuery: decoder(endpoint.urlParamsSchema),
-        decodeHeaders: decoder(endpoint.headersSchema),
+        decodeHeaders: Option.match(endpoint.headersSchema, { onNone: () => undefined, onSome: headersDecoder }),
         decodePayload: decoder(endpoint.payloadSchema),
         headerNames: Option.match(endpoint.headersSchema, {
           onNone: () => [],

@@ -47,7 +47,7 @@ export const decodeRequest = (
     decoded.payload = result.right
   }
   if (route.decodeHeaders !== undefined) {
-    const result = route.decodeHeaders(request.headers)
+    const result = route.decodeHeaders(input.request.headers)
     if (Either.isLeft(result)) return refuse("header", result.left)
     decoded.headers = result.right
   }
