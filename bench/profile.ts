@@ -2,7 +2,7 @@
  * `npm run bench:profile [scenario]`: runs petstore from source under `bun --cpu-prof`, loads one scenario with wrk,
  * stops it, and prints where the CPU time went: self time by function and by package. Loopback only.
  *
- *     npm run bench:profile -- get        # list | filtered | get | create
+ *     npm run bench:profile -- get        # list | filtered | get | create | create-idempotent
  */
 import { spawn, spawnSync } from "bun"
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs"
@@ -16,7 +16,8 @@ const paths: Record<string, string> = {
   list: "/v1/pets",
   filtered: "/v1/pets?status=pending&after=9000",
   get: "/v1/pets/5000",
-  create: "/v1/pets"
+  create: "/v1/pets",
+  "create-idempotent": "/v1/pets"
 }
 
 rmSync(OUT, { recursive: true, force: true })
@@ -46,7 +47,7 @@ for (let i = 0; i < 500; i++) {
   }
 }
 const args = ["wrk", "-t1", "-c32", "-d5s", "-H", `Authorization: Bearer ${key}`]
-if (scenario === "create") args.push("-s", join(ROOT, "bench", "create.lua"))
+if (scenario.startsWith("create")) args.push("-s", join(ROOT, "bench", `${scenario}.lua`))
 console.log(spawnSync([...args, `http://127.0.0.1:${port}${paths[scenario]}`]).stdout.toString())
 child.kill("SIGTERM")
 await child.exited

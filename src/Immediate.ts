@@ -12,7 +12,7 @@
  * run when they are run. So, in a handler, make only the effects that are run: a statement made and then dropped
  * (`Effect.when(statement, …)`) has already run in a call at once.
  */
-import { Cause, type Context, Effect, Exit, Option } from "effect"
+import { Cause, Context, Effect, Exit, Option } from "effect"
 import { dual } from "effect/Function"
 
 const asExit = <A, E, R>(self: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>
@@ -101,3 +101,7 @@ export const tryNow = <A, E>(options: { readonly try: () => A; readonly catch: (
 export const contextWithEffectNow = <A, E, R>(
   f: (context: Context.Context<never>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => atOnce === undefined ? Effect.contextWithEffect(f) : f(atOnce)
+
+/** A service of the request's context, as its tag would give it: in a call at once, found now (its `Exit`). */
+export const serviceNow = <I, S>(tag: Context.Tag<I, S>): Effect.Effect<S, never, I> =>
+  atOnce === undefined ? tag : Exit.succeed(Context.unsafeGet(atOnce as Context.Context<I>, tag))

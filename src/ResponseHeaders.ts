@@ -9,7 +9,7 @@
 import { HttpApp, HttpServerResponse } from "@effect/platform"
 import { Context, Effect, Exit, Option } from "effect"
 import { dual } from "effect/Function"
-import { contextWithEffectNow, flatMapNow } from "./Immediate.js"
+import { contextWithEffectNow, flatMapNow, matchNow } from "./Immediate.js"
 
 /** The headers of the answer being made for the current request, as the pipeline collects them. */
 export class AnswerHeaders
@@ -54,6 +54,37 @@ export const tapResponseHeaders: {
   flatMapNow(self, (a) => {
     const headers = f(a)
     if (headers === undefined) return Exit.succeed(a)
-    const add = addTo(headers)
-    return contextWithEffectNow((context) => flatMapNow(add(context), () => Exit.succeed(a)))
+    return contextWithEffectNow((context) => addThen(context, headers, Exit.succeed(a)))
   }))
+
+/** The headers added, then `exit`. */
+const addThen = <A, E>(
+  context: Context.Context<never>,
+  headers: Readonly<Record<string, string>>,
+  exit: Exit.Exit<A, E>
+): Effect.Effect<A, E> => flatMapNow(addTo(headers)(context), () => exit)
+
+/**
+ * `tapResponseHeaders` for either outcome: the headers `onSuccess` gives for a success, `onFailure`'s for a failure
+ * (none for `undefined`), in the one step of the fiber that `Effect.matchEffect` takes (a `tapError` beside a
+ * `tapResponseHeaders` would take three); at once in a call at once with `self` done. A defect is left as it is.
+ */
+export const tapAnswerHeaders = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  options: {
+    readonly onSuccess: (a: A) => Readonly<Record<string, string>> | undefined
+    readonly onFailure: (e: E) => Readonly<Record<string, string>> | undefined
+  }
+): Effect.Effect<A, E, R> =>
+  contextWithEffectNow((context) =>
+    matchNow(self, {
+      onSuccess: (a) => {
+        const headers = options.onSuccess(a)
+        return headers === undefined ? Exit.succeed(a) : addThen(context, headers, Exit.succeed(a))
+      },
+      onFailure: (e) => {
+        const headers = options.onFailure(e)
+        return headers === undefined ? Exit.fail(e) : addThen(context, headers, Exit.fail(e))
+      }
+    })
+  )

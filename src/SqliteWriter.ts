@@ -29,6 +29,12 @@ export interface Writer {
    * the deadline (`DB_QUERY_TIMEOUT`), or the commit failed. Interrupted before its turn, the unit does not run.
    */
   readonly write: <A>(unit: Unit<A>) => Effect.Effect<A, SqlError.SqlError>
+  /**
+   * Inside a unit: calls `settled` once the unit's transaction is settled — its commit durable, or the commit or the
+   * transaction failed — just before the units of that transaction are resumed. What a unit must remember only until
+   * its outcome is known (a key being created) is forgotten there, without a step of the unit's fiber.
+   */
+  readonly whenSettled: (settled: () => void) => void
 }
 
 /** The writer of the SQLite file; absent for PostgreSQL and for `:memory:`. */
@@ -81,6 +87,16 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
   let retryTimer: ReturnType<typeof setTimeout> | undefined
   let retryMs = FIRST_RETRY_MS
   let closed = false
+  /** The `whenSettled` callbacks of the transaction whose units are running now. */
+  let settling: Array<() => void> | undefined
+
+  const whenSettled = (settled: () => void) => {
+    if (settling === undefined) throw new Error("whenSettled is only called inside a unit")
+    settling.push(settled)
+  }
+  const settle = (callbacks: ReadonlyArray<() => void>) => {
+    for (const settled of callbacks) settled()
+  }
 
   const schedule = () => {
     if (scheduled || retryTimer !== undefined) return
@@ -123,6 +139,8 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     const batch = queue.length <= MAX_BATCH ? queue : queue.slice(0, MAX_BATCH)
     queue = queue.length <= MAX_BATCH ? [] : queue.slice(MAX_BATCH)
     const results: Array<{ readonly ok: boolean; readonly value: unknown }> = new Array(batch.length)
+    const settled: Array<() => void> = []
+    settling = settled
     for (let i = 0; i < batch.length; i++) {
       if (batch[i].cancelled) continue
       savepoint.run()
@@ -139,12 +157,15 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
           release.run()
         } catch (lost) {
           if (database.inTransaction) rollback.run()
+          settling = undefined
+          settle(settled)
           failAll(batch, failedWith("The transaction was rolled back")(lost))
           if (queue.length > 0) schedule()
           return
         }
       }
     }
+    settling = undefined
     try {
       commit.run()
     } catch (cause) {
@@ -155,11 +176,13 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
           // nothing more to undo
         }
       }
+      settle(settled)
       failAll(batch, failedWith("Failed to commit")(cause))
       if (queue.length > 0) schedule()
       return
     }
     walSync.afterSync((error) => {
+      settle(settled)
       if (error !== null) return failAll(batch, failedWith("Failed to sync the commit to disk")(error))
       for (let i = 0; i < batch.length; i++) {
         const result = results[i]
@@ -201,7 +224,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     walSync.close()
   }
 
-  return { database, write, close }
+  return { database, write, whenSettled, close }
 }
 
 /**

@@ -192,6 +192,24 @@ describeBackends((backend) => {
         expect(yield* countPets(app)).toBe(10)
       }))
 
+    if (backend.name === "SQLite") {
+      it.scoped("on SQLite a retry in the first's transaction, not yet durable, is 409; once it is, a replay", () =>
+        Effect.gen(function*() {
+          const app = yield* appWith(backend)
+          // Sent together, the two run in one transaction of the writer: the second finds the key still being created.
+          const answers = yield* Effect.all([create(app, REX, "overlap"), create(app, REX, "overlap")], {
+            concurrency: "unbounded"
+          })
+          expect(answers.map((a) => a.status)).toEqual([201, 409])
+          expect(answers[1].headers.get("retry-after")).toBe("1")
+          const later = yield* create(app, REX, "overlap")
+          expect(later.status).toBe(201)
+          expect(later.headers.get("idempotent-replayed")).toBe("true")
+          expect(later.headers.get("location")).toBe(answers[0].headers.get("location"))
+          expect(yield* countPets(app)).toBe(1)
+        }))
+    }
+
     it.scoped("a record lives IDEMPOTENCY_TTL, then the key is free again and the record is pruned", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend, { IDEMPOTENCY_TTL: "10 seconds" })

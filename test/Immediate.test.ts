@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit } from "effect"
-import { callAtOnce, contextWithEffectNow, flatMapNow, mapNow, matchNow, tryNow } from "../src/Immediate.js"
-import { addResponseHeaders, AnswerHeaders, tapResponseHeaders } from "../src/ResponseHeaders.js"
+import { callAtOnce, contextWithEffectNow, flatMapNow, mapNow, matchNow, serviceNow, tryNow } from "../src/Immediate.js"
+import { addResponseHeaders, AnswerHeaders, tapAnswerHeaders, tapResponseHeaders } from "../src/ResponseHeaders.js"
 
 describe("effects that may already be done", () => {
   it.effect("stay done when they are, and compose as usual when they are not", () =>
@@ -99,6 +99,49 @@ describe("a call at once", () => {
       expect(headers).toEqual({})
       expect(yield* Effect.provide(left, context)).toBe(7)
       expect(headers).toEqual({ "retry-after": "1", "x-n": "7" })
+    }))
+
+  it.effect("finds a service of the request's context at once; outside one, the tag reads it when run", () =>
+    Effect.gen(function*() {
+      const { context, headers } = requestContext()
+      expect(callAtOnce(context, () => serviceNow(AnswerHeaders))).toEqual(Exit.succeed(headers))
+      const later = serviceNow(AnswerHeaders)
+      expect(Exit.isExit(later)).toBe(false)
+      expect(yield* Effect.provideService(later, AnswerHeaders, headers)).toBe(headers)
+    }))
+
+  it.effect("adds the headers of either outcome, at once when it is done, and leaves a defect as it is", () =>
+    Effect.gen(function*() {
+      const headersOf = {
+        onSuccess: (n: number) => n > 0 ? { location: `/v1/pets/${n}` } : undefined,
+        onFailure: (e: string) => e === "busy" ? { "retry-after": "1" } : undefined
+      }
+      const created = requestContext()
+      expect(callAtOnce(created.context, () => tapAnswerHeaders(Exit.succeed(5), headersOf))).toEqual(Exit.succeed(5))
+      expect(created.headers).toEqual({ location: "/v1/pets/5" })
+      const busy = requestContext()
+      expect(callAtOnce(busy.context, () => tapAnswerHeaders(Exit.fail("busy"), headersOf))).toEqual(Exit.fail("busy"))
+      expect(busy.headers).toEqual({ "retry-after": "1" })
+      const neither = requestContext()
+      callAtOnce(neither.context, () => tapAnswerHeaders(Exit.succeed(0), headersOf))
+      callAtOnce(neither.context, () => tapAnswerHeaders(Exit.fail("gone"), headersOf))
+      expect(neither.headers).toEqual({})
+      const defect = requestContext()
+      const died = callAtOnce(
+        defect.context,
+        () => tapAnswerHeaders(Exit.die("bug") as Exit.Exit<number, string>, headersOf)
+      )
+      expect(died).toEqual(Exit.die("bug"))
+      expect(defect.headers).toEqual({})
+      // Not done yet: composed, and the headers are added when it ends, in a fiber with the request's context.
+      const waited = requestContext()
+      const later = callAtOnce(
+        waited.context,
+        () => tapAnswerHeaders(Effect.zipRight(Effect.yieldNow(), Exit.fail("busy")), headersOf)
+      )
+      expect(Exit.isExit(later)).toBe(false)
+      expect(yield* Effect.flip(Effect.provide(later, waited.context))).toBe("busy")
+      expect(waited.headers).toEqual({ "retry-after": "1" })
     }))
 
   it("ends with its call: a defect thrown is its exit, and a call nested in it leaves it as it was", () => {

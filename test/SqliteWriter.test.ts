@@ -90,6 +90,28 @@ describe("SqliteWriter", () => {
       expect(committed()).toEqual(["d"])
     }))
 
+  it.scopedLive("calls what a unit asked for once its transaction settled, committed or not, before resuming it", () =>
+    Effect.gen(function*() {
+      const { committed, insert, writer } = yield* setUp
+      const events: Array<string> = []
+      const unit = (name: string, parent: number | null) =>
+        writer.write(() => {
+          insert.get(name, parent)
+          writer.whenSettled(() => events.push(`settled ${name}: ${committed().includes(name)}`))
+          return name
+        }).pipe(Effect.either, Effect.tap(() => Effect.sync(() => events.push(`resumed ${name}`))))
+      yield* Effect.forEach([["a", null], ["b", null]] as const, ([name, parent]) => unit(name, parent), {
+        concurrency: "unbounded"
+      })
+      expect(events).toEqual(["settled a: true", "settled b: true", "resumed a", "resumed b"])
+      events.length = 0
+      // A commit that fails (a deferred foreign key) settles its transaction too.
+      const failed = yield* unit("c", 42)
+      expect(Either.isLeft(failed)).toBe(true)
+      expect(events).toEqual(["settled c: false", "resumed c"])
+      expect(() => writer.whenSettled(() => {})).toThrow(/inside a unit/)
+    }))
+
   it.scopedLive("waits for a database another connection holds without holding the event loop, then commits", () =>
     Effect.gen(function*() {
       const { committed, insert, other, writer } = yield* setUp

@@ -10,8 +10,8 @@ import { BASE_PATH, ServedApi } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { NotFound } from "../Domain/Errors.js"
 import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet } from "../Domain/Pet.js"
-import { flatMapNow, mapNow } from "../Immediate.js"
-import { addResponseHeaders, tapResponseHeaders } from "../ResponseHeaders.js"
+import { flatMapNow, mapNow, serviceNow } from "../Immediate.js"
+import { tapAnswerHeaders, tapResponseHeaders } from "../ResponseHeaders.js"
 import type { GroupHandlers } from "../Serving/Handlers.js"
 import { layerDirect } from "../Serving/Middleware.js"
 import { orUnavailable } from "../Unavailable.js"
@@ -20,6 +20,9 @@ import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
 import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
+
+/** A 409 `idempotency_key_in_use` asks the client to retry in a moment. */
+const IN_USE_HEADERS: Readonly<Record<string, string>> = { "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) }
 
 /** The address of a pet (`Location` of its 201). */
 const locationOf = (pet: Pet) => `${PETS_PATH}/${pet.id}`
@@ -42,18 +45,21 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
      * create which used the key first made, answered as it was then (`Idempotent-Replayed: true`).
      */
     const createOnce = (key: string, payload: NewPet) =>
-      Effect.flatMap(CurrentApiKey, (apiKey) => idempotency.create({ scope: apiKey.id, key, pet: payload })).pipe(
-        orUnavailable,
-        Effect.tapErrorTag(
-          "IdempotencyKeyInUse",
-          () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
-        ),
-        tapResponseHeaders((outcome) =>
-          outcome._tag === "Created"
-            ? { location: locationOf(outcome.pet) }
-            : { location: locationOf(outcome.pet), "idempotent-replayed": "true" }
-        ),
-        Effect.map((outcome) => outcome.pet)
+      flatMapNow(
+        serviceNow(CurrentApiKey),
+        (apiKey) =>
+          idempotency.create({ scope: apiKey.id, key, pet: payload }).pipe(
+            orUnavailable,
+            (created) =>
+              tapAnswerHeaders(created, {
+                onSuccess: (outcome) =>
+                  outcome._tag === "Created"
+                    ? { location: locationOf(outcome.pet) }
+                    : { location: locationOf(outcome.pet), "idempotent-replayed": "true" },
+                onFailure: (error) => error._tag === "IdempotencyKeyInUse" ? IN_USE_HEADERS : undefined
+              }),
+            mapNow((outcome) => outcome.pet)
+          )
       )
 
     return {

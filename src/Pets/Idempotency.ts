@@ -1,14 +1,16 @@
 /**
  * Creates sent with an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header-07): the first is carried out and
  * its record (the key, in the pet's own row) written with the pet (`PetsRepo.createOnce`); a retry with the same key
- * and the same payload is answered with that pet again; another payload is refused; a retry that overlaps the first is
- * told to wait.
+ * and the same payload is answered with that pet again; another payload is refused.
+ *
+ * A retry that overlaps the first is told to wait (409): the repository knows the first holds the key (on PostgreSQL
+ * its transaction's advisory lock, whichever connection or replica runs it; on SQLite the keys of the writer's
+ * transaction not yet settled), so this service keeps no table of running keys, and a create costs no step to forget one.
  *
  * Keys are scoped to the API key that sent them. Records live `IDEMPOTENCY_TTL` and are pruned by a background fiber,
  * in small batches, so pruning never holds a request up for long.
  */
-import type { SqlError } from "@effect/sql"
-import { Clock, Config, Duration, Effect, Either, Schedule } from "effect"
+import { Clock, Config, Duration, Effect, Either, Exit, Schedule } from "effect"
 import { parseDuration, variable } from "../Config.js"
 import {
   type IdempotencyKeyInUse,
@@ -17,7 +19,7 @@ import {
   idempotencyKeyReused
 } from "../Domain/Errors.js"
 import type { NewPet, Pet } from "../Domain/Pet.js"
-import { type CreateOnceResult, PetsRepo } from "./Repo.js"
+import { PetsRepo } from "./Repo.js"
 
 /** `IDEMPOTENCY_TTL`: how long a create's answer is kept for its retries (a duration: `24h`, `90 minutes`). */
 export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
@@ -54,12 +56,6 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
     const ttlMillis = Duration.toMillis(ttl)
     const clock = yield* Effect.clock
 
-    /**
-     * The keys being created right now in this process, so that an overlapping retry is refused before it touches the
-     * database (the transaction's advisory lock does the same across replicas on PostgreSQL).
-     */
-    const running = new Set<string>()
-
     /** Forgets expired records, a batch at a time, until none is left. */
     const prune = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
@@ -85,27 +81,22 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
      * Fails with 409 while that create is still running, 422 when it had another payload.
      */
     const create = (options: { readonly scope: string; readonly key: string; readonly pet: NewPet }) => {
-      const id = `${options.scope}\n${options.key}`
-      return Effect.suspend((): Effect.Effect<CreateOnceResult, SqlError.SqlError | IdempotencyKeyInUse> => {
-        if (running.has(id)) return Effect.fail(idempotencyKeyInUse())
-        running.add(id)
-        const now = clock.unsafeCurrentTimeMillis()
-        return Effect.onExit(
-          repo.createOnce({ ...options, now, expiresAt: now + ttlMillis }),
-          () => Effect.sync(() => running.delete(id))
-        )
-      }).pipe(Effect.flatMap((result): Effect.Effect<IdempotentOutcome, IdempotencyKeyInUse | IdempotencyKeyReused> => {
-        switch (result._tag) {
-          case "Created":
-            return Effect.succeed(result)
-          case "InUse":
-            return Effect.fail(idempotencyKeyInUse())
-          case "Recorded":
-            return isSamePayload(options.pet, result.pet)
-              ? Effect.succeed({ _tag: "Replayed", pet: result.pet })
-              : Effect.fail(idempotencyKeyReused())
+      const now = clock.unsafeCurrentTimeMillis()
+      return Effect.flatMap(
+        repo.createOnce({ ...options, now, expiresAt: now + ttlMillis }),
+        (result): Effect.Effect<IdempotentOutcome, IdempotencyKeyInUse | IdempotencyKeyReused> => {
+          switch (result._tag) {
+            case "Created":
+              return Exit.succeed(result)
+            case "InUse":
+              return Exit.fail(idempotencyKeyInUse())
+            case "Recorded":
+              return isSamePayload(options.pet, result.pet)
+                ? Exit.succeed({ _tag: "Replayed", pet: result.pet })
+                : Exit.fail(idempotencyKeyReused())
+          }
         }
-      }))
+      )
     }
 
     return { create, prune, ttl } as const

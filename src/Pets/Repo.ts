@@ -159,13 +159,25 @@ const sqliteRepository = (
   const releaseHolder = writer.database.prepare<unknown, [number]>(RELEASE_HOLDER)
   const releaseExpired = writer.database.prepare<unknown, [number, number]>(RELEASE_EXPIRED)
   /**
+   * The keys whose create ran in a transaction not settled yet (`scope \n key`): a retry that meets one is `InUse`,
+   * as the advisory lock makes it on PostgreSQL. Forgotten when the transaction settles (`Writer.whenSettled`).
+   */
+  const creating = new Set<string>()
+  /**
    * The statements of an idempotent create, run as one unit of the writer: inside its transaction, under its write
    * lock, so they see one state of the file (an earlier unit of the same transaction included).
    */
+  const created = (id: string, pet: Pet): CreateOnceResult => {
+    creating.add(id)
+    writer.whenSettled(() => creating.delete(id))
+    return { _tag: "Created", pet }
+  }
   const createOnceStatements = (request: CreateOnceRequest): CreateOnceResult => {
     const values = insertOnceValues(request)
+    const id = `${request.scope}\n${request.key}`
     const pet = insertOnce.get(...values)
-    if (pet !== null) return { _tag: "Created", pet }
+    if (pet !== null) return created(id, pet)
+    if (creating.has(id)) return { _tag: "InUse" }
     const holder = selectHolder.get(request.key, request.scope)
     if (holder !== null) {
       const { expiresAt, ...recorded } = holder
@@ -173,7 +185,7 @@ const sqliteRepository = (
       releaseHolder.run(recorded.id)
     }
     const again = insertOnce.get(...values)
-    return again === null ? { _tag: "InUse" } : { _tag: "Created", pet: again }
+    return again === null ? { _tag: "InUse" } : created(id, again)
   }
   return {
     createOnce: (request) => observe(createOnceSql, writer.write(() => createOnceStatements(request))),
