@@ -4,7 +4,7 @@
  * (`synchronous = NORMAL`), what petstore's group commit aims at while keeping every 201 durable.
  *
  * Builds both executables, seeds each with the same pets directly in SQLite (one transaction), and loads them in
- * turn — A B A B — with wrk (Debian's `wrk` package; installed with apt-get when missing and allowed), the same
+ * turn — each scenario's runs back to back, in an order reversed every round — with wrk (Debian's `wrk` package; installed with apt-get when missing and allowed), the same
  * connection count and duration. Loopback only. Prints a table and writes JSON and Markdown under bench/results/.
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
@@ -357,21 +357,35 @@ const main = async () => {
     const add = (scenario: string, server: string, load: Load) => {
       ;((loads[scenario] ??= {})[server] ??= []).push(load)
     }
+    // Each scenario's runs back to back — the baselines, the plain petstore and every variant of it — in an order
+    // reversed from one round to the next, so that a variant is measured beside its plain row, not minutes after it
+    // (creates drift as the files grow and the disk's state changes), and no server always goes first.
     for (let round = 1; round <= ROUNDS; round++) {
       log(`round ${round} of ${ROUNDS}`)
       for (const scenario of SCENARIOS) {
+        const runs: Array<() => void> = []
         for (const server of scenario.name === CREATE ? [petstore, raw, rawNoFsync] : [petstore, raw]) {
-          add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
-        }
-      }
-      for (const [variant, server] of variantServers) {
-        for (const scenario of SCENARIOS.filter((s) => variant.scenarios.includes(s.name))) {
-          add(
-            `${scenario.name} / ${variant.name}`,
-            server.name,
-            wrk(server.origin + scenario.path(PETS), key, variant.script ?? scenario.script, DURATION, variant.headers)
+          runs.push(() =>
+            add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
           )
         }
+        for (const [variant, server] of variantServers) {
+          if (!variant.scenarios.includes(scenario.name)) continue
+          runs.push(() =>
+            add(
+              `${scenario.name} / ${variant.name}`,
+              server.name,
+              wrk(
+                server.origin + scenario.path(PETS),
+                key,
+                variant.script ?? scenario.script,
+                DURATION,
+                variant.headers
+              )
+            )
+          )
+        }
+        for (const run of round % 2 === 1 ? runs : runs.reverse()) run()
       }
     }
     const afterLoad = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
@@ -482,7 +496,7 @@ const main = async () => {
       cpu: `${cpus()[0]?.model ?? "?"} (${cpus().length} cores)`,
       memoryGb: Math.round(totalmem() / 2 ** 30),
       bun: Bun.version,
-      wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds A B A B, medians`,
+      wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, medians`,
       fsyncMs: { before: fsyncBefore, after: fsyncAfter }
     }
     const result = {
