@@ -2,7 +2,7 @@
  * `npm run bench:profile [scenario]`: runs petstore from source under `bun --cpu-prof`, loads one scenario with wrk,
  * stops it, and prints where the CPU time went: self time by function and by package. Loopback only.
  *
- *     npm run bench:profile -- get        # list | filtered | get | create | create-idempotent
+ *     npm run bench:profile -- get        # list | filtered | get | create | create-idempotent | create-idempotent-random
  */
 import { spawn, spawnSync } from "bun"
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs"
@@ -17,7 +17,8 @@ const paths: Record<string, string> = {
   filtered: "/v1/pets?status=pending&after=9000",
   get: "/v1/pets/5000",
   create: "/v1/pets",
-  "create-idempotent": "/v1/pets"
+  "create-idempotent": "/v1/pets",
+  "create-idempotent-random": "/v1/pets"
 }
 
 rmSync(OUT, { recursive: true, force: true })
