@@ -8,7 +8,7 @@
 import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
 import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Logger, Metric, Option, Redacted, Scope } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Logger, Metric, Option, Redacted, Scope } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { ObservabilityConfig } from "../src/Observability/Config.js"
 import { ObservabilityLive } from "../src/Observability/Live.js"
@@ -16,7 +16,7 @@ import { spansDropped } from "../src/Observability/Metrics.js"
 import { protobufEncoding } from "../src/Observability/Otlp.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
 import { makeSpanExporter } from "../src/Observability/SpanExporter.js"
-import { makeTracer, newSpanId, newTraceId } from "../src/Observability/Tracer.js"
+import { makeTracer, newSpanId, newTraceId, NOT_SAMPLED, type RecordingSpan } from "../src/Observability/Tracer.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import * as Sql from "../src/Sql.js"
 import { describePostgres, SQLite } from "./support/backends.js"
@@ -238,7 +238,7 @@ describe("traces over OTLP", () => {
         maxExportBatchSize: 2,
         scheduleDelayMillis: 600_000
       }).pipe(Scope.extend(scope), Effect.provide(FetchHttpClient.layer))
-      const tracer = makeTracer(() => true, sink)
+      const tracer = makeTracer(() => true, sink, yield* Effect.clock)
       // Three spans at once, batches of two: the full batch leaves; the third stays, though it came in before the
       // export of the first two was over.
       for (let i = 0; i < 3; i++) {
@@ -345,6 +345,35 @@ describe("sampling", () => {
     expect(makeSampler({ sampler: "parentbased_traceidratio", ratio: 0 })(newTraceId(), remote(true))).toBe(true)
     expect(makeSampler({ sampler: "always_on", ratio: 1 })(newTraceId(), remote(false))).toBe(true)
     expect(makeSampler({ sampler: "always_off", ratio: 1 })(newTraceId(), remote(true))).toBe(false)
+  })
+
+  it("a span petstore starts is sampled first: an unsampled one is neither named nor timed, its children follow it", () => {
+    const ended: Array<RecordingSpan> = []
+    let reads = 0
+    const clock = { ...Clock.make(), unsafeCurrentTimeNanos: () => BigInt(++reads) }
+    const tracer = (sampled: boolean) => makeTracer(() => sampled, { offer: (span) => ended.push(span) }, clock)
+    let named = 0
+    const name = () => `GET /v1/pets/{petId} ${++named}`
+    const skipped = tracer(false).startSpan(Option.none(), "server", name)
+    expect(skipped).toBe(NOT_SAMPLED)
+    expect(tracer(true).startSpan(Option.some(skipped), "client", name)).toBe(NOT_SAMPLED)
+    expect([named, reads]).toEqual([0, 0])
+    const server = tracer(true).startSpan(Option.none(), "server", name)
+    const statement = tracer(false).startSpan(Option.some(server), "client", () => "SELECT pets")
+    expect([server.name, statement.name, statement.traceId]).toEqual([
+      "GET /v1/pets/{petId} 1",
+      "SELECT pets",
+      server.traceId
+    ])
+    expect(server.status).toEqual({ _tag: "Started", startTime: 1n })
+    // Links and events, which most spans have none of, are kept when a span gets them.
+    statement.event("retry", 3n, { attempt: 2 })
+    statement.addLinks([{ _tag: "SpanLink", span: server, attributes: {} }])
+    statement.end(4n, Exit.void)
+    expect(ended).toHaveLength(1)
+    expect(ended[0].events).toEqual([["retry", 3n, { attempt: 2 }]])
+    expect(ended[0].links.map((link) => link.span)).toEqual([server])
+    expect(server.links).toEqual([])
   })
 
   it("a malformed traceparent is no parent (the request starts its own trace)", () => {

@@ -31,7 +31,6 @@ const templateOf = (route: string): string => {
   }
   return template
 }
-const NO_LINKS: ReadonlyArray<Tracer.SpanLink> = []
 const NOTHING: RequestObservation = { parentSpan: undefined, end: () => {} }
 
 export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHooks => {
@@ -43,15 +42,10 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     let span: Tracer.Span | undefined
     if (tracer !== undefined) {
       // The semantic conventions: `{method} {route}`, or the method alone without a route (`HTTP` for an unknown one).
-      const name = method === "_OTHER" ? "HTTP" : method
-      span = tracer.span(
-        route === undefined ? name : `${name} ${route}`,
-        remoteParent(request.headers),
-        Context.empty(),
-        NO_LINKS,
-        clock.unsafeCurrentTimeNanos(),
-        "server"
-      )
+      span = tracer.startSpan(remoteParent(request.headers), "server", () => {
+        const name = method === "_OTHER" ? "HTTP" : method
+        return route === undefined ? name : `${name} ${route}`
+      })
       if (span.sampled) {
         span.attribute("http.request.method", method)
         if (method === "_OTHER") span.attribute("http.request.method_original", request.method)
@@ -95,14 +89,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     if (tracer === undefined) return undefined
     const parent = Context.getOption(context, Tracer.ParentSpan)
     if (Option.isNone(parent) || !parent.value.sampled) return undefined
-    const span = tracer.span(
-      `${statement.operation} ${statement.collection}`,
-      parent,
-      Context.empty(),
-      NO_LINKS,
-      clock.unsafeCurrentTimeNanos(),
-      "client"
-    )
+    const span = tracer.startSpan(parent, "client", () => `${statement.operation} ${statement.collection}`)
     span.attribute("db.system.name", statement.system)
     span.attribute("db.operation.name", statement.operation)
     span.attribute("db.collection.name", statement.collection)

@@ -76,7 +76,7 @@ export const makeOtlpTracer = (
     const sink = yield* (options.protocol === "http/json"
       ? exportAs(jsonEncoding(resource))
       : exportAs(protobufEncoding(resource)))
-    return makeTracer(makeSampler(options.sampling), sink)
+    return makeTracer(makeSampler(options.sampling), sink, yield* Effect.clock)
   }).pipe(Effect.provide(transport(options)))
 
 /** The metric registry exported every `OTEL_METRIC_EXPORT_INTERVAL`, the process figures read just before. */

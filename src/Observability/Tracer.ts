@@ -3,7 +3,7 @@
  * a sink (the OTLP exporter); a span it does not sample is one shared object that records nothing, so an unsampled
  * request or statement costs no span. A span whose parent is in this process follows its parent's decision.
  */
-import { Context, type Exit, Option, Tracer } from "effect"
+import { type Clock, Context, type Exit, Option, Tracer } from "effect"
 import type { Sampler } from "./Sampler.js"
 
 export interface SpanSink {
@@ -28,13 +28,19 @@ const randomHex = (digits: number): string => {
 export const newTraceId = (): string => randomHex(32)
 export const newSpanId = (): string => randomHex(16)
 
+const NO_LINKS: ReadonlyArray<Tracer.SpanLink> = []
+const NO_EVENTS: ReadonlyArray<never> = []
+
+type SpanEvent = readonly [name: string, time: bigint, attributes: Record<string, unknown> | undefined]
+
 export class RecordingSpan implements Tracer.Span {
   readonly _tag = "Span"
   readonly sampled = true
   status: Tracer.SpanStatus
   readonly attributes = new Map<string, unknown>()
-  readonly links: Array<Tracer.SpanLink>
-  readonly events: Array<readonly [name: string, time: bigint, attributes: Record<string, unknown> | undefined]> = []
+  // Most spans have neither links nor events: they share one empty array until they get one.
+  links: ReadonlyArray<Tracer.SpanLink>
+  events: ReadonlyArray<SpanEvent> = NO_EVENTS
 
   constructor(
     readonly name: string,
@@ -49,7 +55,7 @@ export class RecordingSpan implements Tracer.Span {
     readonly traceState: string | undefined,
     private readonly sink: SpanSink
   ) {
-    this.links = [...links]
+    this.links = links.length === 0 ? NO_LINKS : [...links]
     this.status = { _tag: "Started", startTime }
   }
 
@@ -64,11 +70,11 @@ export class RecordingSpan implements Tracer.Span {
   }
 
   event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
-    this.events.push([name, startTime, attributes])
+    this.events = [...this.events, [name, startTime, attributes]]
   }
 
   addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
-    this.links.push(...links)
+    this.links = [...this.links, ...links]
   }
 }
 
@@ -97,33 +103,53 @@ export const NOT_SAMPLED: Tracer.Span = {
 const traceStateOf = (span: Tracer.AnySpan): string | undefined => (span as { traceState?: string }).traceState
 
 export interface SamplingTracer extends Tracer.Tracer {
-  /** A new span, or `NOT_SAMPLED`: what `Effect.withSpan` gets, callable directly for the request's server span. */
-  readonly span: (
+  /**
+   * A span that starts now, or `NOT_SAMPLED`, for the spans petstore makes itself (the request's, its statements'):
+   * sampling is decided first, and only a sampled span is named (`name` is called then) and timed, so that an
+   * unsampled request pays for neither.
+   */
+  readonly startSpan: (
+    parent: Option.Option<Tracer.AnySpan>,
+    kind: Tracer.SpanKind,
+    name: () => string
+  ) => Tracer.Span
+}
+
+export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock): SamplingTracer => {
+  /** The trace id of a span under `parent`, if it is sampled. */
+  const sampledTraceId = (parent: Option.Option<Tracer.AnySpan>): string | undefined => {
+    if (Option.isNone(parent)) {
+      const traceId = newTraceId()
+      return sampler(traceId, Option.none()) ? traceId : undefined
+    }
+    if (parent.value._tag === "Span") return parent.value.sampled ? parent.value.traceId : undefined
+    return sampler(parent.value.traceId, parent as Option.Some<Tracer.ExternalSpan>) ? parent.value.traceId : undefined
+  }
+  const record = (
     name: string,
+    traceId: string,
     parent: Option.Option<Tracer.AnySpan>,
     context: Context.Context<never>,
     links: ReadonlyArray<Tracer.SpanLink>,
     startTime: bigint,
     kind: Tracer.SpanKind
-  ) => Tracer.Span
-}
-
-export const makeTracer = (sampler: Sampler, sink: SpanSink): SamplingTracer =>
-  Tracer.make({
+  ) => {
+    const traceState = Option.isSome(parent) ? traceStateOf(parent.value) : undefined
+    return new RecordingSpan(name, traceId, newSpanId(), parent, context, links, startTime, kind, traceState, sink)
+  }
+  const tracer = Tracer.make({
     span(name, parent, context, links, startTime, kind) {
-      let traceId: string
-      if (Option.isNone(parent)) {
-        traceId = newTraceId()
-        if (!sampler(traceId, Option.none())) return NOT_SAMPLED
-      } else if (parent.value._tag === "Span") {
-        if (!parent.value.sampled) return NOT_SAMPLED
-        traceId = parent.value.traceId
-      } else {
-        traceId = parent.value.traceId
-        if (!sampler(traceId, parent as Option.Some<Tracer.ExternalSpan>)) return NOT_SAMPLED
-      }
-      const traceState = Option.isSome(parent) ? traceStateOf(parent.value) : undefined
-      return new RecordingSpan(name, traceId, newSpanId(), parent, context, links, startTime, kind, traceState, sink)
+      const traceId = sampledTraceId(parent)
+      return traceId === undefined ? NOT_SAMPLED : record(name, traceId, parent, context, links, startTime, kind)
     },
     context: (f) => f()
-  }) as SamplingTracer
+  })
+  return Object.assign(tracer, {
+    startSpan: (parent: Option.Option<Tracer.AnySpan>, kind: Tracer.SpanKind, name: () => string) => {
+      const traceId = sampledTraceId(parent)
+      return traceId === undefined
+        ? NOT_SAMPLED
+        : record(name(), traceId, parent, Context.empty(), NO_LINKS, clock.unsafeCurrentTimeNanos(), kind)
+    }
+  })
+}
