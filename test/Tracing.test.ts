@@ -352,20 +352,18 @@ describe("sampling", () => {
     let reads = 0
     const clock = { ...Clock.make(), unsafeCurrentTimeNanos: () => BigInt(++reads) }
     const tracer = (sampled: boolean) => makeTracer(() => sampled, { offer: (span) => ended.push(span) }, clock)
-    let named = 0
-    const name = () => `GET /v1/pets/{petId} ${++named}`
-    const skipped = tracer(false).startSpan(Option.none(), "server", name)
-    expect(skipped).toBe(NOT_SAMPLED)
-    expect(tracer(true).startSpan(Option.some(skipped), "client", name)).toBe(NOT_SAMPLED)
-    expect([named, reads]).toEqual([0, 0])
-    const server = tracer(true).startSpan(Option.none(), "server", name)
-    const statement = tracer(false).startSpan(Option.some(server), "client", () => "SELECT pets")
-    expect([server.name, statement.name, statement.traceId]).toEqual([
-      "GET /v1/pets/{petId} 1",
-      "SELECT pets",
-      server.traceId
-    ])
-    expect(server.status).toEqual({ _tag: "Started", startTime: 1n })
+    expect(tracer(false).sample(Option.none())).toBeUndefined()
+    expect(tracer(true).sample(Option.some(NOT_SAMPLED))).toBeUndefined()
+    expect(reads).toBe(0)
+    const traceId = tracer(true).sample(Option.none())!
+    const server = tracer(true).startSampled("GET /v1/pets/{petId}", traceId, Option.none(), "server")
+    // A child of a sampled span is sampled whatever the ratio: it follows its parent.
+    expect(tracer(false).sample(Option.some(server))).toBe(traceId)
+    const statement = tracer(false).startSampled("SELECT pets", traceId, Option.some(server), "client")
+    expect([server.traceId, statement.traceId, server.status]).toEqual([traceId, traceId, {
+      _tag: "Started",
+      startTime: 1n
+    }])
     // Links and events, which most spans have none of, are kept when a span gets them.
     statement.event("retry", 3n, { attempt: 2 })
     statement.addLinks([{ _tag: "SpanLink", span: server, attributes: {} }])

@@ -3,11 +3,12 @@
  * durations. The span and attribute names are the OpenTelemetry semantic conventions' (HTTP server, database client).
  */
 import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
+import { constUndefined } from "effect/Function"
 import { contextWithEffectNow, tryNow } from "../Immediate.js"
 import { type ObservabilityHooks, type RequestObservation, type Statement, unobserved } from "./Hooks.js"
 import { addInFlight, addPool, methodLabel, recordStatement, requestRecorder } from "./Metrics.js"
 import { remoteParent } from "./Sampler.js"
-import type { SamplingTracer } from "./Tracer.js"
+import { NOT_SAMPLED, type SamplingTracer } from "./Tracer.js"
 
 export interface ObserveOptions {
   /** The tracer, when spans are exported. */
@@ -32,21 +33,29 @@ const templateOf = (route: string): string => {
   return template
 }
 const NOTHING: RequestObservation = { parentSpan: undefined, end: () => {} }
+/** An unsampled request without metrics: nothing to record at its end, so one shared observation for all of them. */
+const UNSAMPLED: RequestObservation = { parentSpan: NOT_SAMPLED, end: () => {} }
 
 export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHooks => {
   const observeRequest: ObservabilityHooks["observeRequest"] = (request) => {
     if (!metrics && tracer === undefined) return NOTHING
+    let parent: Option.Option<Tracer.AnySpan> = Option.none()
+    let traceId: string | undefined
+    if (tracer !== undefined) {
+      parent = remoteParent(request.headers)
+      traceId = tracer.sample(parent)
+      if (traceId === undefined && !metrics) return UNSAMPLED
+    }
     const started = performance.now()
     const method = methodLabel(request.method)
     const route = request.route === undefined ? undefined : templateOf(request.route)
     let span: Tracer.Span | undefined
     if (tracer !== undefined) {
-      // The semantic conventions: `{method} {route}`, or the method alone without a route (`HTTP` for an unknown one).
-      span = tracer.startSpan(remoteParent(request.headers), "server", () => {
+      if (traceId === undefined) span = NOT_SAMPLED
+      else {
+        // The semantic conventions: `{method} {route}`, or the method alone without a route (`HTTP` for an unknown one).
         const name = method === "_OTHER" ? "HTTP" : method
-        return route === undefined ? name : `${name} ${route}`
-      })
-      if (span.sampled) {
+        span = tracer.startSampled(route === undefined ? name : `${name} ${route}`, traceId, parent, "server")
         span.attribute("http.request.method", method)
         if (method === "_OTHER") span.attribute("http.request.method_original", request.method)
         if (route !== undefined) span.attribute("http.route", route)
@@ -87,9 +96,14 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
   /** A statement's span, `{operation} {table}`, a child of the fiber's span when that one is sampled. */
   const statementSpan = (context: Context.Context<never>, statement: Statement): Tracer.Span | undefined => {
     if (tracer === undefined) return undefined
-    const parent = Context.getOption(context, Tracer.ParentSpan)
-    if (Option.isNone(parent) || !parent.value.sampled) return undefined
-    const span = tracer.startSpan(parent, "client", () => `${statement.operation} ${statement.collection}`)
+    const parent = Context.getOrElse(context, Tracer.ParentSpan, constUndefined)
+    if (parent === undefined || !parent.sampled) return undefined
+    const span = tracer.startSampled(
+      `${statement.operation} ${statement.collection}`,
+      parent.traceId,
+      Option.some(parent),
+      "client"
+    )
     span.attribute("db.system.name", statement.system)
     span.attribute("db.operation.name", statement.operation)
     span.attribute("db.collection.name", statement.collection)

@@ -37,7 +37,8 @@ export class RecordingSpan implements Tracer.Span {
   readonly _tag = "Span"
   readonly sampled = true
   status: Tracer.SpanStatus
-  readonly attributes = new Map<string, unknown>()
+  /** The attributes, key then value, in the order first set: a span has a handful, for which a `Map` costs more. */
+  readonly attributePairs: Array<unknown> = []
   // Most spans have neither links nor events: they share one empty array until they get one.
   links: ReadonlyArray<Tracer.SpanLink>
   events: ReadonlyArray<SpanEvent> = NO_EVENTS
@@ -65,8 +66,24 @@ export class RecordingSpan implements Tracer.Span {
     this.sink.offer(this)
   }
 
+  /** The attributes as a `Map`, made when asked for (Effect's `Span` has them so; the exporter reads the pairs). */
+  get attributes(): ReadonlyMap<string, unknown> {
+    const attributes = new Map<string, unknown>()
+    for (let i = 0; i < this.attributePairs.length; i += 2) {
+      attributes.set(this.attributePairs[i] as string, this.attributePairs[i + 1])
+    }
+    return attributes
+  }
+
   attribute(key: string, value: unknown): void {
-    this.attributes.set(key, value)
+    const pairs = this.attributePairs
+    for (let i = 0; i < pairs.length; i += 2) {
+      if (pairs[i] === key) {
+        pairs[i + 1] = value
+        return
+      }
+    }
+    pairs.push(key, value)
   }
 
   event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
@@ -104,20 +121,21 @@ const traceStateOf = (span: Tracer.AnySpan): string | undefined => (span as { tr
 
 export interface SamplingTracer extends Tracer.Tracer {
   /**
-   * A span that starts now, or `NOT_SAMPLED`, for the spans petstore makes itself (the request's, its statements'):
-   * sampling is decided first, and only a sampled span is named (`name` is called then) and timed, so that an
-   * unsampled request pays for neither.
+   * For the spans petstore starts itself (the request's, its statements'), sampling comes first: the trace id a span
+   * under `parent` gets if it is sampled, `undefined` if not — and then nothing is named, timed or allocated for it.
    */
-  readonly startSpan: (
+  readonly sample: (parent: Option.Option<Tracer.AnySpan>) => string | undefined
+  /** A sampled span (`traceId` from `sample`), starting now. */
+  readonly startSampled: (
+    name: string,
+    traceId: string,
     parent: Option.Option<Tracer.AnySpan>,
-    kind: Tracer.SpanKind,
-    name: () => string
-  ) => Tracer.Span
+    kind: Tracer.SpanKind
+  ) => RecordingSpan
 }
 
 export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock): SamplingTracer => {
-  /** The trace id of a span under `parent`, if it is sampled. */
-  const sampledTraceId = (parent: Option.Option<Tracer.AnySpan>): string | undefined => {
+  const sample = (parent: Option.Option<Tracer.AnySpan>): string | undefined => {
     if (Option.isNone(parent)) {
       const traceId = newTraceId()
       return sampler(traceId, Option.none()) ? traceId : undefined
@@ -139,17 +157,14 @@ export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock)
   }
   const tracer = Tracer.make({
     span(name, parent, context, links, startTime, kind) {
-      const traceId = sampledTraceId(parent)
+      const traceId = sample(parent)
       return traceId === undefined ? NOT_SAMPLED : record(name, traceId, parent, context, links, startTime, kind)
     },
     context: (f) => f()
   })
   return Object.assign(tracer, {
-    startSpan: (parent: Option.Option<Tracer.AnySpan>, kind: Tracer.SpanKind, name: () => string) => {
-      const traceId = sampledTraceId(parent)
-      return traceId === undefined
-        ? NOT_SAMPLED
-        : record(name(), traceId, parent, Context.empty(), NO_LINKS, clock.unsafeCurrentTimeNanos(), kind)
-    }
+    sample,
+    startSampled: (name: string, traceId: string, parent: Option.Option<Tracer.AnySpan>, kind: Tracer.SpanKind) =>
+      record(name, traceId, parent, Context.empty(), NO_LINKS, clock.unsafeCurrentTimeNanos(), kind)
   })
 }
