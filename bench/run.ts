@@ -496,7 +496,8 @@ const main = async () => {
       cpu: `${cpus()[0]?.model ?? "?"} (${cpus().length} cores)`,
       memoryGb: Math.round(totalmem() / 2 ** 30),
       bun: Bun.version,
-      wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, medians`,
+      wrk:
+        `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, medians`,
       fsyncMs: { before: fsyncBefore, after: fsyncAfter }
     }
     const result = {
