@@ -276,8 +276,7 @@ const span = (out: Output, value: RecordingSpan): void => {
   out.fixed64(start)
   out.tag(8, FIXED64)
   out.fixed64(end)
-  const pairs = value.attributePairs
-  for (let i = 0; i < pairs.length; i += 2) keyValue(out, 9, pairs[i] as string, pairs[i + 1], attributeValue)
+  attributes(out, 9, value.attributes)
   for (const [name, time, eventAttributes] of value.events) {
     const event = out.begin(11)
     out.tag(1, FIXED64)

@@ -37,8 +37,7 @@ export class RecordingSpan implements Tracer.Span {
   readonly _tag = "Span"
   readonly sampled = true
   status: Tracer.SpanStatus
-  /** The attributes, key then value, in the order first set: a span has a handful, for which a `Map` costs more. */
-  readonly attributePairs: Array<unknown> = []
+  readonly attributes = new Map<string, unknown>()
   // Most spans have neither links nor events: they share one empty array until they get one.
   links: ReadonlyArray<Tracer.SpanLink>
   events: ReadonlyArray<SpanEvent> = NO_EVENTS
@@ -66,24 +65,8 @@ export class RecordingSpan implements Tracer.Span {
     this.sink.offer(this)
   }
 
-  /** The attributes as a `Map`, made when asked for (Effect's `Span` has them so; the exporter reads the pairs). */
-  get attributes(): ReadonlyMap<string, unknown> {
-    const attributes = new Map<string, unknown>()
-    for (let i = 0; i < this.attributePairs.length; i += 2) {
-      attributes.set(this.attributePairs[i] as string, this.attributePairs[i + 1])
-    }
-    return attributes
-  }
-
   attribute(key: string, value: unknown): void {
-    const pairs = this.attributePairs
-    for (let i = 0; i < pairs.length; i += 2) {
-      if (pairs[i] === key) {
-        pairs[i + 1] = value
-        return
-      }
-    }
-    pairs.push(key, value)
+    this.attributes.set(key, value)
   }
 
   event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
