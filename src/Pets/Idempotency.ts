@@ -81,6 +81,7 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
      * Fails with 409 while that create is still running, 422 when it had another payload.
      */
     const create = (options: { readonly scope: string; readonly key: string; readonly pet: NewPet }) => {
+      // Read when the effect is made: a create's effect is made for its request and run once.
       const now = clock.unsafeCurrentTimeMillis()
       return Effect.flatMap(
         repo.createOnce({ ...options, now, expiresAt: now + ttlMillis }),

@@ -163,15 +163,15 @@ const sqliteRepository = (
    * as the advisory lock makes it on PostgreSQL. Forgotten when the transaction settles (`Writer.whenSettled`).
    */
   const creating = new Set<string>()
-  /**
-   * The statements of an idempotent create, run as one unit of the writer: inside its transaction, under its write
-   * lock, so they see one state of the file (an earlier unit of the same transaction included).
-   */
   const created = (id: string, pet: Pet): CreateOnceResult => {
     creating.add(id)
     writer.whenSettled(() => creating.delete(id))
     return { _tag: "Created", pet }
   }
+  /**
+   * The statements of an idempotent create, run as one unit of the writer: inside its transaction, under its write
+   * lock, so they see one state of the file (an earlier unit of the same transaction included).
+   */
   const createOnceStatements = (request: CreateOnceRequest): CreateOnceResult => {
     const values = insertOnceValues(request)
     const id = `${request.scope}\n${request.key}`
