@@ -156,9 +156,9 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
           rollbackUnit.run()
           release.run()
         } catch (lost) {
-          if (database.inTransaction) rollback.run()
           settling = undefined
-          settle(settled)
+          settle(settled) // first: whatever the ROLLBACK below does, the transaction is over
+          if (database.inTransaction) rollback.run()
           failAll(batch, failedWith("The transaction was rolled back")(lost))
           if (queue.length > 0) schedule()
           return
