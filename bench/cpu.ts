@@ -6,8 +6,9 @@
  * On a shared VM throughput moves by ±20 % from one run to the next; the CPU time the server's process spends per
  * request (`/proc/<pid>/stat`, all its threads: the JIT's and the garbage collector's included) moves much less, and
  * the memory it allocates per request (JavaScriptCore's own GC log, `BUN_JSC_logGC=1`: what each young collection
- * found, summed) not at all. Use it to compare two builds or two configurations; `npm run bench` for the figures
- * against the raw baseline.
+ * found, summed) not at all. The main thread's share is given apart: it is the thread that bounds throughput (the
+ * JIT's and the collector's threads run beside it on the other core). Use it to compare two builds or two
+ * configurations; `npm run bench` for the figures against the raw baseline.
  *
  * Environment: CPU_ROUNDS (5), CPU_SECONDS per measure (2), CPU_WARM seconds of load before it (2), CPU_PATHS
  * (`/v1/pets/5000`, comma-separated). A subject's setting `WRK_SCRIPT=bench/create.lua` is the wrk script of its load
@@ -57,9 +58,11 @@ const seed = (): { readonly file: string; readonly key: string } => {
   return { file, key }
 }
 
-const cpuTicks = (pid: number): number => {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
-  return Number(fields[11]) + Number(fields[12]) // utime + stime, of every thread
+/** utime + stime of every thread (`/proc/<pid>/stat`), or of the main thread alone (`/proc/<pid>/task/<pid>/stat`). */
+const cpuTicks = (pid: number, thread: "all" | "main" = "all"): number => {
+  const path = thread === "all" ? `/proc/${pid}/stat` : `/proc/${pid}/task/${pid}/stat`
+  const fields = readFileSync(path, "utf8").split(") ")[1].split(" ")
+  return Number(fields[11]) + Number(fields[12])
 }
 
 /** KB allocated between two points of JavaScriptCore's GC log: what each collection started from, less what the last one left. */
@@ -108,31 +111,37 @@ const measure = async (subject: Subject, path: string, seed: { file: string; key
   wrk(url, seed.key, WARM, subject.script)
   const logStart = readFileSync(logFile).length
   const ticks = cpuTicks(server.pid)
+  const mainTicks = cpuTicks(server.pid, "main")
   const requests = wrk(url, seed.key, SECONDS, subject.script)
   const used = cpuTicks(server.pid) - ticks
+  const usedMain = cpuTicks(server.pid, "main") - mainTicks
   server.kill()
   await server.exited
   const log = readFileSync(logFile).subarray(logStart).toString("latin1")
-  return { cpuUs: (used / TICKS_PER_SECOND) * 1e6 / requests, kb: allocatedKb(log) / requests }
+  const perRequest = (ticks: number) => (ticks / TICKS_PER_SECOND) * 1e6 / requests
+  return { cpuUs: perRequest(used), mainUs: perRequest(usedMain), kb: allocatedKb(log) / requests }
 }
 
 const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]
 
 const seeded = seed()
 console.log(
-  `| path | executable and settings | CPU µs per request | KB allocated per request | rounds |\n|---|---|---|---|---|`
+  `| path | executable and settings | CPU µs per request | of it, the main thread | KB allocated per request | rounds |\n` +
+    `|---|---|---|---|---|---|`
 )
 for (const path of PATHS) {
-  const results = new Map(subjects.map((subject) => [subject, [] as Array<{ cpuUs: number; kb: number }>]))
+  const results = new Map(
+    subjects.map((subject) => [subject, [] as Array<{ cpuUs: number; mainUs: number; kb: number }>])
+  )
   for (let round = 0; round < ROUNDS; round++) {
     for (const subject of subjects) results.get(subject)!.push(await measure(subject, path, seeded))
   }
   for (const [subject, runs] of results) {
     const cpu = runs.map((run) => run.cpuUs)
     console.log(
-      `| ${path} | ${subject.label} | ${median(cpu).toFixed(1)} | ${median(runs.map((run) => run.kb)).toFixed(1)} | ${
-        cpu.map((value) => value.toFixed(0)).join(" ")
-      } |`
+      `| ${path} | ${subject.label} | ${median(cpu).toFixed(1)} | ${
+        median(runs.map((run) => run.mainUs)).toFixed(1)
+      } | ${median(runs.map((run) => run.kb)).toFixed(1)} | ${cpu.map((value) => value.toFixed(0)).join(" ")} |`
     )
   }
 }
