@@ -114,9 +114,11 @@ const headerNamesOf = (ast: AST.AST): ReadonlyArray<string> =>
  * Decodes the headers a struct declares, read by name from the request's `Headers`: what HttpApi decodes from a record
  * of all of them (a struct reads its own properties and ignores the rest), without building that record.
  */
-const headersDecoder = (schema: Schema.Schema.Any): NonNullable<EndpointRoute["decodeHeaders"]> => {
+const headersDecoder = (
+  schema: Schema.Schema.Any,
+  names: ReadonlyArray<string>
+): NonNullable<EndpointRoute["decodeHeaders"]> => {
   const decode = decoder(Option.some(schema))!
-  const names = headerNamesOf(schema.ast)
   return (headers) => {
     const declared: Record<string, string> = {}
     for (const name of names) {
@@ -219,6 +221,10 @@ export const deriveRoutes = (
         encode: Schema.encodeSync(schema as Schema.Schema<unknown, unknown>)
       }))
 
+      const headerNames = Option.match(endpoint.headersSchema, {
+        onNone: () => [],
+        onSome: (schema) => headerNamesOf(schema.ast)
+      })
       routes.push({
         group: group.identifier,
         name: endpoint.name,
@@ -226,12 +232,12 @@ export const deriveRoutes = (
         path: endpoint.path,
         decodePath: decoder(endpoint.pathSchema),
         decodeQuery: decoder(endpoint.urlParamsSchema),
-        decodeHeaders: Option.match(endpoint.headersSchema, { onNone: () => undefined, onSome: headersDecoder }),
-        decodePayload: decoder(endpoint.payloadSchema),
-        headerNames: Option.match(endpoint.headersSchema, {
-          onNone: () => [],
-          onSome: (schema) => headerNamesOf(schema.ast)
+        decodeHeaders: Option.match(endpoint.headersSchema, {
+          onNone: () => undefined,
+          onSome: (schema) => headersDecoder(schema, headerNames)
         }),
+        decodePayload: decoder(endpoint.payloadSchema),
+        headerNames,
         middleware,
         handler,
         successStatus: status,
