@@ -66,10 +66,11 @@ statement.end(1764115200124500000n, Exit.void)
 
 const spans = [server, statement]
 
-/** A batch's export request, each span encoded as it would be when it ended. */
-const encode = (batch: ReadonlyArray<RecordingSpan>) => {
-  const encoder = makeTracesEncoder(resource, scope)
-  return encoder.request(batch.map(encoder.span))
+/** A batch's export request, each span written into it as it would be when it ended. */
+const encode = (spans: ReadonlyArray<RecordingSpan>) => {
+  const batch = makeTracesEncoder(resource, scope).batch()
+  for (const span of spans) batch.add(span)
+  return batch.request()
 }
 
 describe("OTLP traces in protobuf", () => {
@@ -86,6 +87,30 @@ describe("OTLP traces in protobuf", () => {
         resourceSpans: [{ resource, scopeSpans: [{ scope, spans: many.map(toOtlp) }] }]
       }) as unknown as { readonly body: Uint8Array }
       expect(Buffer.from(encode(many)).equals(Buffer.from(manyExpected.body))).toBe(true)
+      // A span's length takes two bytes unless told otherwise: one shorter than 128 bytes and one of 16 KiB or more
+      // are moved into place.
+      const sized = (name: string, text: string) => {
+        const span = new RecordingSpan(
+          name,
+          "4bf92f3577b34da6a3ce929d0e0e4736",
+          "b9c7c989f97918e3",
+          Option.none(),
+          Context.empty(),
+          [],
+          1n,
+          "internal",
+          undefined,
+          ignore
+        )
+        if (text !== "") span.attribute("db.query.text", text)
+        span.end(2n, Exit.void)
+        return span
+      }
+      const mixed = [sized("tiny", ""), server, sized("huge", "x".repeat(20_000)), statement]
+      const mixedExpected = library.traces({
+        resourceSpans: [{ resource, scopeSpans: [{ scope, spans: mixed.map(toOtlp) }] }]
+      }) as unknown as { readonly body: Uint8Array }
+      expect(Buffer.from(encode(mixed)).equals(Buffer.from(mixedExpected.body))).toBe(true)
     }))
 
   it("is read back by an OTLP decoder", () => {
@@ -129,8 +154,9 @@ describe("OTLP traces in JSON", () => {
       const expected = library.traces({
         resourceSpans: [{ resource, scopeSpans: [{ scope, spans: spans.map(toOtlp) }] }]
       }) as unknown as { readonly body: Uint8Array }
-      const encoding = jsonEncoding(resource)
-      const body = encoding.request(spans.map(encoding.span)) as unknown as {
+      const batch = jsonEncoding(resource).batch()
+      for (const span of spans) batch.add(span)
+      const body = batch.body() as unknown as {
         readonly body: Uint8Array
         readonly contentType: string
       }

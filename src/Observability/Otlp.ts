@@ -25,14 +25,22 @@ const transport = (options: OtlpOptions) =>
 const scopeOf = (resource: OtlpResource.Resource) => ({ name: OtlpResource.unsafeServiceName(resource) })
 
 /**
- * `http/protobuf`: each span written straight to its `Span` message (`OtlpTracesProtobuf.ts`, the library's bytes at a
- * fraction of its cost), the request around them.
+ * `http/protobuf`: each span written straight to its `Span` message in its batch's buffer (`OtlpTracesProtobuf.ts`,
+ * the library's bytes at a fraction of its cost), the request around them.
  */
-export const protobufEncoding = (resource: OtlpResource.Resource): SpanEncoding<Uint8Array> => {
+export const protobufEncoding = (resource: OtlpResource.Resource): SpanEncoding => {
   const encoder = makeTracesEncoder(resource, scopeOf(resource))
   return {
-    span: encoder.span,
-    request: (spans) => HttpBody.uint8Array(encoder.request(spans), "application/x-protobuf")
+    batch: () => {
+      const batch = encoder.batch()
+      return {
+        get size() {
+          return batch.size
+        },
+        add: batch.add,
+        body: () => HttpBody.uint8Array(batch.request(), "application/x-protobuf")
+      }
+    }
   }
 }
 
@@ -40,13 +48,23 @@ export const protobufEncoding = (resource: OtlpResource.Resource): SpanEncoding<
  * `http/json`: each span the text of its OTLP/JSON shape, the request's text around them — what the library's JSON
  * serialization (`JSON.stringify` of the whole request) writes.
  */
-export const jsonEncoding = (resource: OtlpResource.Resource): SpanEncoding<string> => {
+export const jsonEncoding = (resource: OtlpResource.Resource): SpanEncoding => {
   const head = `{"resourceSpans":[{"resource":${JSON.stringify(resource)},"scopeSpans":[{"scope":${
     JSON.stringify(scopeOf(resource))
   },"spans":[`
   return {
-    span: (span) => JSON.stringify(toOtlp(span)),
-    request: (spans) => HttpBody.text(`${head}${spans.join(",")}]}]}]}`, "application/json")
+    batch: () => {
+      const spans: Array<string> = []
+      return {
+        get size() {
+          return spans.length
+        },
+        add: (span) => {
+          spans.push(JSON.stringify(toOtlp(span)))
+        },
+        body: () => HttpBody.text(`${head}${spans.join(",")}]}]}]}`, "application/json")
+      }
+    }
   }
 }
 
@@ -62,20 +80,16 @@ export const makeOtlpTracer = (
   version: string
 ): Effect.Effect<SamplingTracer, never, import("effect").Scope.Scope> =>
   Effect.gen(function*() {
-    const exportAs = <Encoded>(encoding: SpanEncoding<Encoded>) =>
-      makeSpanExporter({
-        url: options.tracesUrl,
-        headers: Redacted.value(options.headers),
-        encoding,
-        timeoutMillis: options.timeoutMillis,
-        maxQueueSize: options.maxQueueSize,
-        maxExportBatchSize: options.maxExportBatchSize,
-        scheduleDelayMillis: options.scheduleDelayMillis
-      })
     const resource = OtlpResource.make(resourceOf(options, version))
-    const sink = yield* (options.protocol === "http/json"
-      ? exportAs(jsonEncoding(resource))
-      : exportAs(protobufEncoding(resource)))
+    const sink = yield* makeSpanExporter({
+      url: options.tracesUrl,
+      headers: Redacted.value(options.headers),
+      encoding: options.protocol === "http/json" ? jsonEncoding(resource) : protobufEncoding(resource),
+      timeoutMillis: options.timeoutMillis,
+      maxQueueSize: options.maxQueueSize,
+      maxExportBatchSize: options.maxExportBatchSize,
+      scheduleDelayMillis: options.scheduleDelayMillis
+    })
     return makeTracer(makeSampler(options.sampling), sink, yield* Effect.clock)
   }).pipe(Effect.provide(transport(options)))
 

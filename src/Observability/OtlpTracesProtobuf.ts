@@ -102,24 +102,28 @@ class Output {
     this.at += bytes.length
   }
 
-  /** Opens a nested message: its fields follow; `end` with what this returns closes it. */
-  begin(field: number): number {
+  /**
+   * Opens a nested message: its fields follow; `end` with what this returns closes it. Its length gets `reserved`
+   * bytes, one unless told (most nested messages are shorter than 128 bytes; a span is usually longer).
+   */
+  begin(field: number, reserved = 1): number {
     this.tag(field, LENGTH_DELIMITED)
-    this.room(1)
-    return this.at++
+    this.room(reserved)
+    const lengthAt = this.at
+    this.at += reserved
+    return lengthAt
   }
 
-  /** Writes the length of the message opened at `lengthAt`, widening its one byte when it takes more. */
-  end(lengthAt: number): void {
-    const length = this.at - lengthAt - 1
-    if (length < 128) {
-      this.bytes[lengthAt] = length
-      return
+  /** Writes the length of the message opened at `lengthAt`, moving its bytes when the length's size is not the one reserved. */
+  end(lengthAt: number, reserved = 1): void {
+    const length = this.at - lengthAt - reserved
+    const size = length < 128 ? 1 : varintSize(length)
+    if (size !== reserved) {
+      this.room(size - reserved)
+      this.bytes.copyWithin(lengthAt + size, lengthAt + reserved, this.at)
+      this.at += size - reserved
     }
-    const size = varintSize(length)
-    this.room(size - 1)
-    this.bytes.copyWithin(lengthAt + size, lengthAt + 1, this.at)
-    const end = this.at + size - 1
+    const end = this.at
     this.at = lengthAt
     this.varint(length)
     this.at = end
@@ -307,20 +311,32 @@ const written = (write: (out: Output) => void): Uint8Array => {
   return out.bytes.slice(0, out.at)
 }
 
-/** How many bytes a span usually takes: the first size of the output a span is written in (it grows if need be). */
-const SPAN_BYTES = 320
+/** A span usually takes two bytes for its length (128 to 16 383 bytes long). */
+const SPAN_LENGTH_BYTES = 2
 
-/** A span as it waits for its batch: its `Span` message's bytes. */
-export type EncodedSpan = Uint8Array
+/** Where a batch starts to grow from: about 200 spans. */
+const BATCH_BYTES = 64 * 1024
 
-export interface TracesEncoder {
-  /** An ended span's `Span` message. */
-  readonly span: (span: RecordingSpan) => EncodedSpan
-  /** The `ExportTraceServiceRequest` of a batch of spans. */
-  readonly request: (spans: ReadonlyArray<EncodedSpan>) => Uint8Array
+/** Spans written one after the other as they end, each a `Span` of `ScopeSpans`, waiting for their export. */
+export interface SpanBatch {
+  /** How many spans it has. */
+  readonly size: number
+  /** Writes an ended span into the batch. */
+  readonly add: (span: RecordingSpan) => void
+  /** The batch's `ExportTraceServiceRequest`. The batch is not to be added to after this. */
+  readonly request: () => Uint8Array
 }
 
-/** The encoder of spans and export requests for one resource and instrumentation scope. */
+export interface TracesEncoder {
+  /** A new, empty batch. */
+  readonly batch: () => SpanBatch
+}
+
+/**
+ * The encoder of spans and export requests for one resource and instrumentation scope. A batch's spans are written
+ * into one buffer, behind room left for what goes before them (the resource and the scope, and the lengths of the two
+ * messages around the spans, known only at the end): the request is that buffer, with no span copied or kept apart.
+ */
 export const makeTracesEncoder = (
   resource: Resource,
   scope: { readonly name: string; readonly version?: string | undefined }
@@ -337,30 +353,40 @@ export const makeTracesEncoder = (
     out.string(2, scope.version)
     out.end(at)
   })
-  // One output for every span, written over each time: a span's bytes are then copied out at their size.
-  const scratch = new Output(SPAN_BYTES)
+  // The two tags and the two lengths (at most five bytes each, for a request below 4 GiB) around them.
+  const headRoom = resourceField.length + scopeField.length + 12
+  const head = new Output(headRoom)
+
   return {
-    span: (value) => {
-      scratch.at = 0
-      span(scratch, value)
-      return scratch.bytes.slice(0, scratch.at)
-    },
-    request: (spans) => {
-      let size = 64 + resourceField.length + scopeField.length
-      for (const bytes of spans) size += bytes.length + 4
-      const out = new Output(size)
-      const resourceSpans = out.begin(1)
-      out.raw(resourceField)
-      const scopeSpans = out.begin(2)
-      out.raw(scopeField)
-      for (const bytes of spans) {
-        out.tag(2, LENGTH_DELIMITED)
-        out.varint(bytes.length)
-        out.raw(bytes)
+    batch: () => {
+      const out = new Output(BATCH_BYTES)
+      out.at = headRoom
+      let size = 0
+      return {
+        get size() {
+          return size
+        },
+        add: (value) => {
+          const at = out.begin(2, SPAN_LENGTH_BYTES)
+          span(out, value)
+          out.end(at, SPAN_LENGTH_BYTES)
+          size++
+        },
+        request: () => {
+          const scopeSpans = scopeField.length + (out.at - headRoom)
+          const resourceSpans = resourceField.length + 1 + varintSize(scopeSpans) + scopeSpans
+          head.at = 0
+          head.tag(1, LENGTH_DELIMITED)
+          head.varint(resourceSpans)
+          head.raw(resourceField)
+          head.tag(2, LENGTH_DELIMITED)
+          head.varint(scopeSpans)
+          head.raw(scopeField)
+          const start = headRoom - head.at
+          out.bytes.set(head.bytes.subarray(0, head.at), start)
+          return out.bytes.subarray(start, out.at)
+        }
       }
-      out.end(scopeSpans)
-      out.end(resourceSpans)
-      return out.bytes.subarray(0, out.at)
     }
   }
 }
