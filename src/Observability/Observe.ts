@@ -6,7 +6,7 @@ import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
 import { constUndefined } from "effect/Function"
 import { contextWithEffectNow, tryNow } from "../Immediate.js"
 import { type ObservabilityHooks, type RequestObservation, type Statement, unobserved } from "./Hooks.js"
-import { addInFlight, addPool, methodLabel, recordStatement, requestRecorder } from "./Metrics.js"
+import { addInFlight, addPool, methodLabel, recordStatement, type RequestRecorder, requestRecorder } from "./Metrics.js"
 import { remoteParent } from "./Sampler.js"
 import { NOT_SAMPLED, type SamplingTracer } from "./Tracer.js"
 
@@ -32,9 +32,40 @@ const templateOf = (route: string): string => {
   }
   return template
 }
-const NOTHING: RequestObservation = { parentSpan: undefined, end: () => {} }
-/** An unsampled request without metrics: nothing to record at its end, so one shared observation for all of them. */
-const UNSAMPLED: RequestObservation = { parentSpan: NOT_SAMPLED, end: () => {} }
+
+/**
+ * A request observed: its server span (tracing) and its series (metrics), recorded when it ends, once. One object per
+ * request (a closure for `end` and the object holding it were two).
+ */
+class Observation implements RequestObservation {
+  constructor(
+    readonly parentSpan: Tracer.Span | undefined,
+    private readonly record: RequestRecorder | undefined,
+    private readonly started: number,
+    private ended = false
+  ) {}
+
+  end(status: number, keyId: string | undefined, errorType?: string): void {
+    if (this.ended) return
+    this.ended = true
+    if (this.record !== undefined) {
+      addInFlight(-1)
+      this.record(status, (performance.now() - this.started) / 1000)
+    }
+    const span = this.parentSpan
+    if (span !== undefined && span.sampled) {
+      span.attribute("http.response.status_code", status)
+      if (keyId !== undefined) span.attribute(KEY_ID_ATTRIBUTE, keyId)
+      if (status >= 500) span.attribute("error.type", errorType ?? String(status))
+      span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
+    }
+  }
+}
+
+/** Nothing to record at its end: observations shared by every such request, ended from the start. */
+const NOTHING: RequestObservation = new Observation(undefined, undefined, 0, true)
+/** An unsampled request without metrics. */
+const UNSAMPLED: RequestObservation = new Observation(NOT_SAMPLED, undefined, 0, true)
 
 export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHooks => {
   const observeRequest: ObservabilityHooks["observeRequest"] = (request) => {
@@ -64,24 +95,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     }
     const record = metrics ? requestRecorder(method, route ?? "") : undefined
     if (record !== undefined) addInFlight(1)
-    let ended = false
-    return {
-      parentSpan: span,
-      end: (status, keyId, errorType) => {
-        if (ended) return
-        ended = true
-        if (record !== undefined) {
-          addInFlight(-1)
-          record(status, (performance.now() - started) / 1000)
-        }
-        if (span !== undefined && span.sampled) {
-          span.attribute("http.response.status_code", status)
-          if (keyId !== undefined) span.attribute(KEY_ID_ATTRIBUTE, keyId)
-          if (status >= 500) span.attribute("error.type", errorType ?? String(status))
-          span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
-        }
-      }
-    }
+    return new Observation(span, record, started)
   }
 
   const timed = <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
