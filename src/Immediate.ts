@@ -65,6 +65,22 @@ export const matchNow = <A, E, R, B, E2, R2, C, E3, R3>(
   return Option.isSome(failure) ? options.onFailure(failure.value) : Exit.failCause(exit.cause as Cause.Cause<never>)
 }
 
+/**
+ * `f` applied to the outcome of `self`, its whole cause included — `Effect.exit` then `Effect.flatMap`, in the one step
+ * of `Effect.matchCauseEffect` — and applied at once when `self` is already done.
+ */
+export const flatMapExitNow = <A, E, R, B, E2, R2>(
+  self: Effect.Effect<A, E, R>,
+  f: (exit: Exit.Exit<A, E>) => Effect.Effect<B, E2, R2>
+): Effect.Effect<B, E2, R | R2> => {
+  const exit = asExit(self)
+  if (exit !== undefined) return f(exit)
+  return Effect.matchCauseEffect(self, {
+    onSuccess: (a) => f(Exit.succeed(a)),
+    onFailure: (cause) => f(Exit.failCause(cause))
+  })
+}
+
 /** The context of the call at once running now, if one is. */
 let atOnce: Context.Context<never> | undefined
 

@@ -7,9 +7,9 @@
  * answer carries them.
  */
 import { HttpApp, HttpServerResponse } from "@effect/platform"
-import { Context, Effect, Exit, Option } from "effect"
+import { Cause, Context, Effect, Exit, Option } from "effect"
 import { dual } from "effect/Function"
-import { contextWithEffectNow, flatMapNow, matchNow } from "./Immediate.js"
+import { contextWithEffectNow, flatMapExitNow, flatMapNow } from "./Immediate.js"
 
 /** The headers of the answer being made for the current request, as the pipeline collects them. */
 export class AnswerHeaders
@@ -35,10 +35,34 @@ export const addResponseHeaders = (headers: Readonly<Record<string, string>>): E
   Effect.contextWithEffect(addTo(headers))
 
 /**
- * Adds the headers `f` gives for the success of `self` (none for `undefined`), as `Effect.tap` with
- * `addResponseHeaders` would; in a call at once (`Immediate.ts`) with `self` done, at once — after its success, as
- * ever, so the request is still answered without a fiber.
+ * Adds the headers `onSuccess` gives for the success of `self`, and `onFailure`'s for its failure (none for
+ * `undefined`), in the one step of the fiber that `Effect.matchCauseEffect` takes (a `tapError` beside a `tap` would
+ * take three); in a call at once (`Immediate.ts`) with `self` done, at once, so the request is still answered without
+ * a fiber. The outcome is `self`'s, its whole cause included: a defect or an interruption gets no headers.
  */
+export const tapAnswerHeaders = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  options: {
+    readonly onSuccess: (a: A) => Readonly<Record<string, string>> | undefined
+    readonly onFailure?: ((e: E) => Readonly<Record<string, string>> | undefined) | undefined
+  }
+): Effect.Effect<A, E, R> =>
+  flatMapExitNow(self, (exit) => {
+    const headers = Exit.isSuccess(exit) ? options.onSuccess(exit.value) : failureHeaders(exit.cause, options.onFailure)
+    if (headers === undefined) return exit
+    return contextWithEffectNow((context) => flatMapNow(addTo(headers)(context), () => exit))
+  })
+
+const failureHeaders = <E>(
+  cause: Cause.Cause<E>,
+  onFailure: ((e: E) => Readonly<Record<string, string>> | undefined) | undefined
+): Readonly<Record<string, string>> | undefined => {
+  if (onFailure === undefined) return undefined
+  const failure = Cause.failureOption(cause)
+  return Option.isSome(failure) ? onFailure(failure.value) : undefined
+}
+
+/** `tapAnswerHeaders` for a success alone: as `Effect.tap` with `addResponseHeaders` would. */
 export const tapResponseHeaders: {
   <A>(
     f: (a: A) => Readonly<Record<string, string>> | undefined
@@ -50,41 +74,4 @@ export const tapResponseHeaders: {
 } = dual(2, <A, E, R>(
   self: Effect.Effect<A, E, R>,
   f: (a: A) => Readonly<Record<string, string>> | undefined
-): Effect.Effect<A, E, R> =>
-  flatMapNow(self, (a) => {
-    const headers = f(a)
-    if (headers === undefined) return Exit.succeed(a)
-    return contextWithEffectNow((context) => addThen(context, headers, Exit.succeed(a)))
-  }))
-
-/** The headers added, then `exit`. */
-const addThen = <A, E>(
-  context: Context.Context<never>,
-  headers: Readonly<Record<string, string>>,
-  exit: Exit.Exit<A, E>
-): Effect.Effect<A, E> => flatMapNow(addTo(headers)(context), () => exit)
-
-/**
- * `tapResponseHeaders` for either outcome: the headers `onSuccess` gives for a success, `onFailure`'s for a failure
- * (none for `undefined`), in the one step of the fiber that `Effect.matchEffect` takes (a `tapError` beside a
- * `tapResponseHeaders` would take three); at once in a call at once with `self` done. A defect is left as it is.
- */
-export const tapAnswerHeaders = <A, E, R>(
-  self: Effect.Effect<A, E, R>,
-  options: {
-    readonly onSuccess: (a: A) => Readonly<Record<string, string>> | undefined
-    readonly onFailure: (e: E) => Readonly<Record<string, string>> | undefined
-  }
-): Effect.Effect<A, E, R> =>
-  contextWithEffectNow((context) =>
-    matchNow(self, {
-      onSuccess: (a) => {
-        const headers = options.onSuccess(a)
-        return headers === undefined ? Exit.succeed(a) : addThen(context, headers, Exit.succeed(a))
-      },
-      onFailure: (e) => {
-        const headers = options.onFailure(e)
-        return headers === undefined ? Exit.fail(e) : addThen(context, headers, Exit.fail(e))
-      }
-    })
-  )
+): Effect.Effect<A, E, R> => tapAnswerHeaders(self, { onSuccess: f }))

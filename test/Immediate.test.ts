@@ -5,8 +5,17 @@
  * run.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Exit } from "effect"
-import { callAtOnce, contextWithEffectNow, flatMapNow, mapNow, matchNow, serviceNow, tryNow } from "../src/Immediate.js"
+import { Cause, Context, Effect, Exit } from "effect"
+import {
+  callAtOnce,
+  contextWithEffectNow,
+  flatMapExitNow,
+  flatMapNow,
+  mapNow,
+  matchNow,
+  serviceNow,
+  tryNow
+} from "../src/Immediate.js"
 import { addResponseHeaders, AnswerHeaders, tapAnswerHeaders, tapResponseHeaders } from "../src/ResponseHeaders.js"
 
 describe("effects that may already be done", () => {
@@ -34,6 +43,12 @@ describe("effects that may already be done", () => {
         onSuccess: Exit.succeed
       })
       expect(yield* failedLater).toBe("no?")
+      const outcome = flatMapExitNow(Exit.die("boom"), (exit) => Exit.succeed(exit))
+      expect(Exit.isExit(outcome)).toBe(true)
+      expect(yield* outcome).toEqual(Exit.die("boom"))
+      const outcomeLater = flatMapExitNow(Effect.suspend(() => Effect.fail("no")), (exit) => Exit.succeed(exit))
+      expect(Exit.isExit(outcomeLater)).toBe(false)
+      expect(yield* outcomeLater).toEqual(Exit.fail("no"))
     }))
 })
 
@@ -110,7 +125,7 @@ describe("a call at once", () => {
       expect(yield* Effect.provideService(later, AnswerHeaders, headers)).toBe(headers)
     }))
 
-  it.effect("adds the headers of either outcome, at once when it is done, and leaves a defect as it is", () =>
+  it.effect("adds the headers of either outcome, at once when it is done, and keeps the whole cause", () =>
     Effect.gen(function*() {
       const headersOf = {
         onSuccess: (n: number) => n > 0 ? { location: `/v1/pets/${n}` } : undefined,
@@ -142,6 +157,17 @@ describe("a call at once", () => {
       expect(Exit.isExit(later)).toBe(false)
       expect(yield* Effect.flip(Effect.provide(later, waited.context))).toBe("busy")
       expect(waited.headers).toEqual({ "retry-after": "1" })
+      // A failure beside a defect (a finalizer's): the failure's headers, and the whole cause kept, done or not.
+      const both = Cause.sequential(Cause.fail("busy"), Cause.die("finalizer"))
+      const mixed = requestContext()
+      const mixedNow = callAtOnce(mixed.context, () => tapAnswerHeaders(Exit.failCause(both), headersOf))
+      expect(mixedNow).toEqual(Exit.failCause(both))
+      expect(mixed.headers).toEqual({ "retry-after": "1" })
+      const mixedLater = callAtOnce(
+        mixed.context,
+        () => tapResponseHeaders(Effect.zipRight(Effect.yieldNow(), Effect.failCause(both)), headersOf.onSuccess)
+      )
+      expect(yield* Effect.exit(Effect.provide(mixedLater, mixed.context))).toEqual(Exit.failCause(both))
     }))
 
   it("ends with its call: a defect thrown is its exit, and a call nested in it leaves it as it was", () => {
