@@ -1,10 +1,10 @@
 /**
  * OTLP traces in protobuf (`http/protobuf`, the specification's default): each recorded span written straight to its
- * `Span` message as it ends, and a batch's `ExportTraceServiceRequest` (the messages of
- * `opentelemetry/proto/trace/v1/trace.proto` and `common/v1/common.proto`) made of those bytes, the resource and the
- * scope written once. A nested message gets a one-byte length, widened (its bytes moved) in the rare case it is 128
- * bytes or longer, so the output is the canonical encoding — the bytes `@effect/opentelemetry`'s encoder writes for the
- * same spans (a test compares them).
+ * `Span` message in its batch's buffer as it ends, and the batch's `ExportTraceServiceRequest` (the messages of
+ * `opentelemetry/proto/trace/v1/trace.proto` and `common/v1/common.proto`) made of that buffer, the resource and the
+ * scope written once. A nested message gets a one-byte length (a span two), its bytes moved in the rare case the
+ * length takes another size, so the output is the canonical encoding — the bytes `@effect/opentelemetry`'s encoder
+ * writes for the same spans (a test compares them).
  *
  * Why not the library's encoder, or protobufjs from the OTLP/JSON shape: the library's builds a small array for every
  * field and copies it into its parent at every level (24 µs per span, measured here); going through the OTLP/JSON
@@ -114,7 +114,10 @@ class Output {
     return lengthAt
   }
 
-  /** Writes the length of the message opened at `lengthAt`, moving its bytes when the length's size is not the one reserved. */
+  /**
+   * Writes the length of the message opened at `lengthAt`, moving its bytes when the length takes more or fewer bytes
+   * than were reserved.
+   */
   end(lengthAt: number, reserved = 1): void {
     const length = this.at - lengthAt - reserved
     const size = length < 128 ? 1 : varintSize(length)
