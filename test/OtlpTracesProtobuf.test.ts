@@ -66,6 +66,25 @@ statement.end(1764115200124500000n, Exit.void)
 
 const spans = [server, statement]
 
+/** An ended internal span of the same trace, with these attributes. */
+const internalSpan = (name: string, spanId: string, attributes: Record<string, unknown>) => {
+  const span = new RecordingSpan(
+    name,
+    "4bf92f3577b34da6a3ce929d0e0e4736",
+    spanId,
+    Option.none(),
+    Context.empty(),
+    [],
+    1n,
+    "internal",
+    undefined,
+    ignore
+  )
+  for (const [key, value] of Object.entries(attributes)) span.attribute(key, value)
+  span.end(2n, Exit.void)
+  return span
+}
+
 /** A batch's export request, each span written into it as it would be when it ended. */
 const encode = (spans: ReadonlyArray<RecordingSpan>) => {
   const batch = makeTracesEncoder(resource, scope).batch()
@@ -89,24 +108,12 @@ describe("OTLP traces in protobuf", () => {
       expect(Buffer.from(encode(many)).equals(Buffer.from(manyExpected.body))).toBe(true)
       // A span's length takes two bytes unless told otherwise: one shorter than 128 bytes and one of 16 KiB or more
       // are moved into place.
-      const sized = (name: string, text: string) => {
-        const span = new RecordingSpan(
-          name,
-          "4bf92f3577b34da6a3ce929d0e0e4736",
-          "b9c7c989f97918e3",
-          Option.none(),
-          Context.empty(),
-          [],
-          1n,
-          "internal",
-          undefined,
-          ignore
-        )
-        if (text !== "") span.attribute("db.query.text", text)
-        span.end(2n, Exit.void)
-        return span
-      }
-      const mixed = [sized("tiny", ""), server, sized("huge", "x".repeat(20_000)), statement]
+      const mixed = [
+        internalSpan("tiny", "b9c7c989f97918e3", {}),
+        server,
+        internalSpan("huge", "b9c7c989f97918e3", { "db.query.text": "x".repeat(20_000) }),
+        statement
+      ]
       const mixedExpected = library.traces({
         resourceSpans: [{ resource, scopeSpans: [{ scope, spans: mixed.map(toOtlp) }] }]
       }) as unknown as { readonly body: Uint8Array }
@@ -114,21 +121,8 @@ describe("OTLP traces in protobuf", () => {
     }))
 
   it("is read back by an OTLP decoder", () => {
-    const negative = new RecordingSpan(
-      "negative",
-      "4bf92f3577b34da6a3ce929d0e0e4736",
-      "b9c7c989f97918e2",
-      Option.none(),
-      Context.empty(),
-      [],
-      1n,
-      "internal",
-      undefined,
-      ignore
-    )
     // (Not in the comparison above: the library writes a negative int64 as one byte, which no decoder reads back.)
-    negative.attribute("negative", -5)
-    negative.end(2n, Exit.void)
+    const negative = internalSpan("negative", "b9c7c989f97918e2", { negative: -5 })
     const [decodedServer, decodedStatement, decodedNegative] = decodeTracesProtobuf(
       encode([...spans, negative])
     )
