@@ -295,10 +295,12 @@ const fsyncMillis = (): number => {
     closeSync(fd)
     rmSync(file, { force: true })
   }
-  return Math.round(median(times) * 100) / 100
+  return hundredths(median(times))
 }
 
-const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100
+/** Two decimals, as every figure of the report is given. */
+const hundredths = (value: number) => Math.round(value * 100) / 100
+const ratio = (a: number, b: number) => hundredths(a / b)
 
 // ------------------------------------------------------------------------------------------------------ the bench
 
@@ -430,7 +432,7 @@ const main = async () => {
           ratio: ratio(load.rps, rawLoad.rps),
           // Paired: the median of each round's ratio to the plain row of the same round, so what moves the machine
           // from one round to the next (the files' growth under creates, other work) cancels out.
-          toPlain: Math.round(median(runs.map((run, i) => run.rps / plainRuns[i].rps)) * 100) / 100,
+          toPlain: hundredths(median(runs.map((run, i) => run.rps / plainRuns[i].rps))),
           toPlainOfMedians: ratio(load.rps, summarize(plainRuns).rps)
         }
       })
