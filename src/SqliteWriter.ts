@@ -35,6 +35,8 @@ export interface Writer {
    * its outcome is known (a key being created) is forgotten there, without a step of the unit's fiber.
    */
   readonly whenSettled: (settled: () => void) => void
+  /** Inside a unit: its transaction's number (1, 2, …): units that see the same number share a transaction. */
+  readonly currentTransaction: () => number
 }
 
 /** The writer of the SQLite file; absent for PostgreSQL and for `:memory:`. */
@@ -94,6 +96,11 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     if (settling === undefined) throw new Error("whenSettled is only called inside a unit")
     settling.push(settled)
   }
+  let transactions = 0
+  const currentTransaction = () => {
+    if (settling === undefined) throw new Error("currentTransaction is only called inside a unit")
+    return transactions
+  }
   const settle = (callbacks: ReadonlyArray<() => void>) => {
     for (const settled of callbacks) settled()
   }
@@ -141,6 +148,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     const results: Array<{ readonly ok: boolean; readonly value: unknown }> = new Array(batch.length)
     const settled: Array<() => void> = []
     settling = settled
+    transactions += 1
     for (let i = 0; i < batch.length; i++) {
       if (batch[i].cancelled) continue
       savepoint.run()
@@ -224,7 +232,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     walSync.close()
   }
 
-  return { database, write, whenSettled, close }
+  return { database, write, whenSettled, currentTransaction, close }
 }
 
 /**

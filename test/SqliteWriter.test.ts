@@ -112,6 +112,21 @@ describe("SqliteWriter", () => {
       expect(() => writer.whenSettled(() => {})).toThrow(/inside a unit/)
     }))
 
+  it.scopedLive("numbers transactions: the units of one group commit share a number, the next commit's is another", () =>
+    Effect.gen(function*() {
+      const { insert, writer } = yield* setUp
+      const numbered = (name: string) =>
+        writer.write(() => {
+          insert.get(name, null)
+          return writer.currentTransaction()
+        })
+      const together = yield* Effect.forEach(["a", "b"], numbered, { concurrency: "unbounded" })
+      const after = yield* numbered("c")
+      expect(together[0]).toBe(together[1])
+      expect(after).toBeGreaterThan(together[0])
+      expect(() => writer.currentTransaction()).toThrow(/inside a unit/)
+    }))
+
   it.scopedLive("waits for a database another connection holds without holding the event loop, then commits", () =>
     Effect.gen(function*() {
       const { committed, insert, other, writer } = yield* setUp

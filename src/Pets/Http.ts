@@ -16,7 +16,7 @@ import type { GroupHandlers } from "../Serving/Handlers.js"
 import { layerDirect } from "../Serving/Middleware.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
-import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
+import { Idempotency, type IdempotentOutcome, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
 import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
@@ -26,6 +26,15 @@ const IN_USE_HEADERS: Readonly<Record<string, string>> = { "retry-after": String
 
 /** The address of a pet (`Location` of its 201). */
 const locationOf = (pet: Pet) => `${PETS_PATH}/${pet.id}`
+
+/** The headers of an idempotent create's answer: the pet's `Location`, a replay said so; a 409's `Retry-After`. */
+const CREATE_ONCE_HEADERS = {
+  onSuccess: (outcome: IdempotentOutcome) =>
+    outcome._tag === "Created"
+      ? { location: locationOf(outcome.pet) }
+      : { location: locationOf(outcome.pet), "idempotent-replayed": "true" },
+  onFailure: (error: { readonly _tag: string }) => error._tag === "IdempotencyKeyInUse" ? IN_USE_HEADERS : undefined
+}
 
 /** The `Link` to the page after `last`, keeping the query's limit and status filter. */
 export const nextPageLink = (query: ListPetsQuery & { readonly limit: number }, last: Pet): string => {
@@ -50,14 +59,7 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
         (apiKey) =>
           idempotency.create({ scope: apiKey.id, key, pet: payload }).pipe(
             orUnavailable,
-            (created) =>
-              tapAnswerHeaders(created, {
-                onSuccess: (outcome) =>
-                  outcome._tag === "Created"
-                    ? { location: locationOf(outcome.pet) }
-                    : { location: locationOf(outcome.pet), "idempotent-replayed": "true" },
-                onFailure: (error) => error._tag === "IdempotencyKeyInUse" ? IN_USE_HEADERS : undefined
-              }),
+            (created) => tapAnswerHeaders(created, CREATE_ONCE_HEADERS),
             mapNow((outcome) => outcome.pet)
           )
       )

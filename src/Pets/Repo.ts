@@ -159,33 +159,41 @@ const sqliteRepository = (
   const releaseHolder = writer.database.prepare<unknown, [number]>(RELEASE_HOLDER)
   const releaseExpired = writer.database.prepare<unknown, [number, number]>(RELEASE_EXPIRED)
   /**
-   * The keys whose create ran in a transaction not settled yet (`scope \n key`): a retry that meets one is `InUse`,
-   * as the advisory lock makes it on PostgreSQL. Forgotten when the transaction settles (`Writer.whenSettled`).
+   * The pets created with a key in the transactions not settled yet, an id range per transaction (one writer: a
+   * transaction's pets have consecutive ids): a retry whose key one of them holds is `InUse`, as the advisory lock
+   * makes it on PostgreSQL. A range is dropped when its transaction settles (`Writer.whenSettled`), so a create costs
+   * a comparison and an assignment, and a transaction one callback.
    */
-  const creating = new Set<string>()
-  const created = (id: string, pet: Pet): CreateOnceResult => {
-    creating.add(id)
-    writer.whenSettled(() => creating.delete(id))
+  const unsettled: Array<{ readonly transaction: number; readonly first: number; last: number }> = []
+  const created = (pet: Pet): CreateOnceResult => {
+    const transaction = writer.currentTransaction()
+    const latest = unsettled.at(-1)
+    if (latest?.transaction === transaction) latest.last = pet.id
+    else {
+      const range = { transaction, first: pet.id, last: pet.id }
+      unsettled.push(range)
+      writer.whenSettled(() => unsettled.splice(unsettled.indexOf(range), 1))
+    }
     return { _tag: "Created", pet }
   }
+  const isUnsettled = (id: number) => unsettled.some((range) => id >= range.first && id <= range.last)
   /**
    * The statements of an idempotent create, run as one unit of the writer: inside its transaction, under its write
    * lock, so they see one state of the file (an earlier unit of the same transaction included).
    */
   const createOnceStatements = (request: CreateOnceRequest): CreateOnceResult => {
     const values = insertOnceValues(request)
-    const id = `${request.scope}\n${request.key}`
     const pet = insertOnce.get(...values)
-    if (pet !== null) return created(id, pet)
-    if (creating.has(id)) return { _tag: "InUse" }
+    if (pet !== null) return created(pet)
     const holder = selectHolder.get(request.key, request.scope)
     if (holder !== null) {
       const { expiresAt, ...recorded } = holder
+      if (isUnsettled(recorded.id)) return { _tag: "InUse" }
       if (isLive(expiresAt, request.now)) return { _tag: "Recorded", pet: recorded }
       releaseHolder.run(recorded.id)
     }
     const again = insertOnce.get(...values)
-    return again === null ? { _tag: "InUse" } : created(id, again)
+    return again === null ? { _tag: "InUse" } : created(again)
   }
   return {
     createOnce: (request) => observe(createOnceSql, writer.write(() => createOnceStatements(request))),
