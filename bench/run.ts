@@ -4,8 +4,10 @@
  * (`synchronous = NORMAL`), what petstore's group commit aims at while keeping every 201 durable.
  *
  * Builds both executables, seeds each with the same pets directly in SQLite (one transaction), and loads them in
- * turn — each scenario's runs back to back, in an order reversed every round — with wrk (Debian's `wrk` package; installed with apt-get when missing and allowed), the same
- * connection count and duration. Loopback only. Prints a table and writes JSON and Markdown under bench/results/.
+ * turn — each scenario's runs back to back, in an order reversed every round — with wrk (Debian's `wrk` package;
+ * installed with apt-get when missing and allowed), the same connection count and duration. Every round starts every
+ * server again and warms it up (one process per round, so a row is not one process's luck). Loopback only. Prints a
+ * table and writes JSON and Markdown under bench/results/.
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
@@ -40,7 +42,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const PETS = Number(process.env.BENCH_PETS ?? 10_000)
 const SCALE = (process.env.BENCH_SCALE ?? "1000,1000000").split(",").filter((s) => s !== "").map(Number)
 const ONLY = (process.env.BENCH_ONLY ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
-const DEADLINE = Date.now() + 9 * 60_000
+const DEADLINE = Date.now() + 15 * 60_000
 
 const log = (...args: Array<unknown>) => console.error("[bench]", ...args)
 
@@ -111,6 +113,32 @@ const rssMb = (pid: number): number => {
   const status = readFileSync(`/proc/${pid}/status`, "utf8")
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN)
   return Math.round(kb / 102.4) / 10
+}
+
+/**
+ * A server of the bench: its settings, and the process serving them now. Every round starts a new process on the same
+ * database file: on this VM two processes of the same build differ by several per cent (what the JIT made of each),
+ * so a row measured on one process for all its rounds carries that process's luck (`docs/performance.md`).
+ */
+interface Slot {
+  readonly name: string
+  readonly kind: "petstore" | "raw"
+  readonly db: string
+  readonly env: Record<string, string>
+  server: Server
+}
+
+const startSlot = async (
+  name: string,
+  kind: "petstore" | "raw",
+  db: string,
+  key: string,
+  env: Record<string, string> = {}
+): Promise<Slot> => ({ name, kind, db, env, server: await start(name, kind, db, key, env) })
+
+const restart = async (slot: Slot, key: string) => {
+  await slot.server.stop()
+  slot.server = await start(slot.name, slot.kind, slot.db, key, slot.env)
 }
 
 /** Starts a server and waits for its first 200 on an authenticated list. */
@@ -190,6 +218,12 @@ const TRACED = {
 }
 
 const VARIANTS: ReadonlyArray<Variant> = [
+  // No feature: a second plain server, whose distance from the plain row is the rows' noise.
+  {
+    name: "none (a second plain server: the noise)",
+    env: {},
+    scenarios: ["list 20", "filtered list, deep cursor", "get one", "create"]
+  },
   { name: "request log on", env: { LOG_LEVEL: "info" }, scenarios: ["list 20"] },
   { name: "metrics on", env: { METRICS_ADDRESS: `127.0.0.1:${freePort()}` }, scenarios: ["list 20", "get one"] },
   { name: "tracing 10 %", env: { ...TRACED, OTEL_TRACES_SAMPLER_ARG: "0.1" }, scenarios: ["list 20", "get one"] },
@@ -329,68 +363,70 @@ const main = async () => {
     }
   }
 
-  const petstore = await start("petstore", "petstore", dbs.petstore, key)
-  const raw = await start("raw", "raw", dbs.raw, key)
-  const rawNoFsync = await start("raw, no fsync per commit", "raw", dbs.rawNoFsync, key, { RAW_SYNCHRONOUS: "NORMAL" })
+  const petstore = await startSlot("petstore", "petstore", dbs.petstore, key)
+  const raw = await startSlot("raw", "raw", dbs.raw, key)
+  const rawNoFsync = await startSlot("raw, no fsync per commit", "raw", dbs.rawNoFsync, key, {
+    RAW_SYNCHRONOUS: "NORMAL"
+  })
   const sink = spawn(["bun", join(ROOT, "bench", "sink.ts")], {
     env: { ...process.env, PORT: String(SINK_PORT) },
     stdout: "ignore",
     stderr: "inherit"
   })
-  const variantServers = new Map<Variant, Server>()
+  const variantSlots = new Map<Variant, Slot>()
   for (const variant of VARIANTS.filter((v) => SCENARIOS.some((scenario) => v.scenarios.includes(scenario.name)))) {
-    const db = copyDb(base.file, join(DATA, `variant-${variantServers.size}.db`))
-    variantServers.set(variant, await start(variant.name, "petstore", db, key, variant.env))
+    const db = copyDb(base.file, join(DATA, `variant-${variantSlots.size}.db`))
+    variantSlots.set(variant, await startSlot(variant.name, "petstore", db, key, variant.env))
   }
-  const all = [petstore, raw, rawNoFsync, ...variantServers.values()]
+  const all = [petstore, raw, rawNoFsync, ...variantSlots.values()]
+  const variantOf = (slot: Slot) => [...variantSlots].find(([, s]) => s === slot)?.[0]
+  /** The scenarios a slot is loaded with: a variant's own, the creates alone for the baseline without fsync, else all. */
+  const scenariosOf = (slot: Slot) =>
+    SCENARIOS.filter((scenario) =>
+      variantOf(slot)?.scenarios.includes(scenario.name) ?? (slot !== rawNoFsync || scenario.name === CREATE)
+    )
+  /** One wrk load of a scenario on a slot's server, with what its variant adds (a script, headers). */
+  const load = (slot: Slot, scenario: Scenario, seconds = DURATION) => {
+    const variant = variantOf(slot)
+    return wrk(
+      slot.server.origin + scenario.path(PETS),
+      key,
+      variant?.script ?? scenario.script,
+      seconds,
+      variant?.headers
+    )
+  }
   try {
     await Bun.sleep(1000)
-    const idle = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
-
-    log("warming up")
-    for (const server of all) {
-      for (const scenario of SCENARIOS.slice(0, 3)) {
-        wrk(server.origin + scenario.path(PETS), key, scenario.script, 1)
-      }
-    }
+    const idle = { petstore: rssMb(petstore.server.pid), raw: rssMb(raw.server.pid) }
 
     const fsyncBefore = fsyncMillis()
     const loads: Record<string, Record<string, Array<Load>>> = {}
-    const add = (scenario: string, server: string, load: Load) => {
-      ;((loads[scenario] ??= {})[server] ??= []).push(load)
+    const add = (scenario: string, server: string, result: Load) => {
+      ;((loads[scenario] ??= {})[server] ??= []).push(result)
     }
     // Each scenario's runs back to back — the baselines, the plain petstore and every variant of it — in an order
     // reversed from one round to the next, so that a variant is measured beside its plain row, not minutes after it
     // (creates drift as the files grow and the disk's state changes), and no server always goes first.
     for (let round = 1; round <= ROUNDS; round++) {
-      log(`round ${round} of ${ROUNDS}`)
+      log(`round ${round} of ${ROUNDS}: new processes, warmed up`)
+      for (const slot of all) {
+        if (round > 1) await restart(slot, key)
+        for (const scenario of scenariosOf(slot)) load(slot, scenario, 1)
+      }
       for (const scenario of SCENARIOS) {
-        const runs: Array<() => void> = []
-        for (const server of scenario.name === CREATE ? [petstore, raw, rawNoFsync] : [petstore, raw]) {
-          runs.push(() =>
-            add(scenario.name, server.name, wrk(server.origin + scenario.path(PETS), key, scenario.script))
+        const runs = all.filter((slot) => scenariosOf(slot).includes(scenario)).map((slot) => () => {
+          const variant = variantOf(slot)
+          add(
+            variant === undefined ? scenario.name : `${scenario.name} / ${variant.name}`,
+            slot.name,
+            load(slot, scenario)
           )
-        }
-        for (const [variant, server] of variantServers) {
-          if (!variant.scenarios.includes(scenario.name)) continue
-          runs.push(() =>
-            add(
-              `${scenario.name} / ${variant.name}`,
-              server.name,
-              wrk(
-                server.origin + scenario.path(PETS),
-                key,
-                variant.script ?? scenario.script,
-                DURATION,
-                variant.headers
-              )
-            )
-          )
-        }
+        })
         for (const run of round % 2 === 1 ? runs : runs.reverse()) run()
       }
     }
-    const afterLoad = { petstore: rssMb(petstore.pid), raw: rssMb(raw.pid) }
+    const afterLoad = { petstore: rssMb(petstore.server.pid), raw: rssMb(raw.server.pid) }
     const fsyncAfter = fsyncMillis()
 
     const scenarios = SCENARIOS.map((scenario) => {
@@ -418,7 +454,7 @@ const main = async () => {
         p99Ratio: ratio(a.p99, b.p99)
       }
     })()
-    const variants = [...variantServers].flatMap(([variant, server]) =>
+    const variants = [...variantSlots].flatMap(([variant, server]) =>
       SCENARIOS.filter((s) => variant.scenarios.includes(s.name)).map((scenario) => {
         const runs = loads[`${scenario.name} / ${variant.name}`][server.name]
         const plainRuns = loads[scenario.name][petstore.name]
@@ -438,7 +474,7 @@ const main = async () => {
       })
     )
 
-    for (const server of all) await server.stop()
+    for (const slot of all) await slot.server.stop()
     sink.kill("SIGTERM")
     await sink.exited
 
@@ -529,7 +565,7 @@ const main = async () => {
     console.log(markdown)
     console.log(`\nJSON: bench/results/latest.json (${result.seconds} s)`)
   } finally {
-    for (const server of all) await server.stop().catch(() => {})
+    for (const slot of all) await slot.server.stop().catch(() => {})
     sink.kill()
   }
 }
