@@ -90,11 +90,3 @@ export const statementHooks: Effect.Effect<StatementHooks> = Effect.map(
   Effect.serviceOption(Observability),
   (hooks) => hooks._tag === "Some" ? hooks.value : unobserved
 )
-
-/** A request's log annotations with its trace and span ids when it is sampled (the request line's `traceId`, `spanId`). */
-export const withTraceIds = <A extends Readonly<Record<string, unknown>> | undefined>(
-  annotations: A,
-  span: Tracer.Span | undefined
-): A => (span === undefined || !span.sampled
-  ? annotations
-  : { ...annotations, traceId: span.traceId, spanId: span.spanId })

@@ -4,7 +4,7 @@
  * authorization middleware set). Written by the JSON writer of `Logging.ts` when there is one (much cheaper than the
  * Effect logger, same line), otherwise through the configured logger.
  */
-import { Effect, FiberId, FiberRef, FiberRefs, HashSet, LogLevel, Runtime } from "effect"
+import { Effect, FiberId, FiberRef, FiberRefs, HashSet, LogLevel, Runtime, type Tracer } from "effect"
 import { withRequestAnnotations } from "../Logging.js"
 import type { RequestLogWriter } from "../Logging.js"
 import { pathOf } from "./Url.js"
@@ -14,7 +14,9 @@ export type RequestLogger = (
   status: number,
   started: number,
   annotations: Readonly<Record<string, unknown>> | undefined,
-  requestId: string
+  requestId: string,
+  /** The request's server span: a sampled one's trace and span ids go on the line (`traceId`, `spanId`). */
+  span?: Tracer.Span | undefined
 ) => void
 
 export const makeRequestLogger = (
@@ -24,14 +26,18 @@ export const makeRequestLogger = (
   const minimum = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMinimumLogLevel)
   if (!LogLevel.greaterThanEqual(LogLevel.Info, minimum)) return () => {}
   const runFork = Runtime.runFork(runtime)
-  return (request, status, started, annotations, requestId) => {
+  return (request, status, started, annotations, requestId, span) => {
     const fields = {
       method: request.method,
       path: pathOf(request.url),
       status,
       durationMs: Math.round((performance.now() - started) * 100) / 100
     }
-    const all = { requestId, ...annotations }
+    const all: Record<string, unknown> = { requestId, ...annotations }
+    if (span !== undefined && span.sampled) {
+      all.traceId = span.traceId
+      all.spanId = span.spanId
+    }
     if (writer !== undefined) return writer(fields, all)
     runFork(Effect.logInfo("request").pipe(Effect.annotateLogs({ ...all, ...fields })))
   }

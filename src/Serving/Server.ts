@@ -6,7 +6,7 @@
  *   server's own routes, the HttpApi app) → the server's headers (request id, protective headers, CORS) → the log line.
  */
 import type { Tracer } from "effect"
-import { type ObservabilityHooks, type RequestObservation, withTraceIds } from "../Observability/Hooks.js"
+import type { ObservabilityHooks, RequestObservation } from "../Observability/Hooks.js"
 import { type Answer, refusalAnswer } from "./Answer.js"
 import type { Cors } from "./Cors.js"
 import type { EndpointRoute } from "./Derive.js"
@@ -87,7 +87,7 @@ export const makeServer = (options: ServerOptions): Server => {
       if (served.body === null) delete headers["content-type"]
       response = new Response(request.method === "HEAD" ? null : served.body, { status: served.status, headers })
     }
-    log(request, response.status, started, withTraceIds(served.annotations, observed?.parentSpan), requestId)
+    log(request, response.status, started, served.annotations, requestId, observed?.parentSpan)
     observed?.end(response.status, served.annotations.keyId as string | undefined)
     return response
   }
@@ -151,7 +151,7 @@ export const makeServer = (options: ServerOptions): Server => {
       const headers = cors.preflightHeaders(request.headers.get("origin"), entry.methods, declared)
       if (headers !== undefined) {
         const preflight = new Response(null, { status: 204, headers: { ...headers, "x-request-id": requestId } })
-        log(request, 204, started, undefined, requestId)
+        log(request, 204, started, undefined, requestId, observed?.parentSpan)
         observed?.end(204, undefined)
         return preflight
       }
