@@ -60,8 +60,11 @@ const statement = new RecordingSpan(
   1764115200124000000n,
   "client",
   undefined,
-  ignore
+  ignore,
+  // Shared by every span of this statement, written before the span's own.
+  [["db.system.name", "sqlite"], ["db.query.text", "SELECT id FROM pets WHERE id = ?"]]
 )
+statement.attribute("db.response.returned_rows", 1)
 statement.end(1764115200124500000n, Exit.void)
 
 const spans = [server, statement]
@@ -138,6 +141,11 @@ describe("OTLP traces in protobuf", () => {
       resource: { "service.name": "petstore", "service.version": "1.2.3", region: "eu" }
     })
     expect(decodedStatement).toMatchObject({ name: "SELECT pets", kind: 3, parentSpanId: "", status: { code: 0 } })
+    expect(decodedStatement.attributes).toEqual({
+      "db.system.name": "sqlite",
+      "db.query.text": "SELECT id FROM pets WHERE id = ?",
+      "db.response.returned_rows": 1
+    })
   })
 })
 

@@ -8,7 +8,7 @@ import { contextWithEffectNow, tryNow } from "../Immediate.js"
 import { type ObservabilityHooks, type RequestObservation, type Statement, unobserved } from "./Hooks.js"
 import { addInFlight, addPool, methodLabel, recordStatement, type RequestRecorder, requestRecorder } from "./Metrics.js"
 import { remoteParent } from "./Sampler.js"
-import { NOT_SAMPLED, type SamplingTracer } from "./Tracer.js"
+import { NOT_SAMPLED, type SamplingTracer, type SharedAttributes } from "./Tracer.js"
 
 export interface ObserveOptions {
   /** The tracer, when spans are exported. */
@@ -31,6 +31,49 @@ const templateOf = (route: string): string => {
     templates.set(route, template)
   }
   return template
+}
+
+/** What every span of one kind has in common: its name and the attributes it shares (`Tracer.SharedAttributes`). */
+interface SpanKindOf {
+  readonly name: string
+  readonly shared: SharedAttributes
+}
+
+/**
+ * The server spans of a method and route: named, per the semantic conventions, `{method} {route}`, or the method alone
+ * without a route (`HTTP` for a method they do not name); `http.request.method` and `http.route` shared. Made once per
+ * pair, so a sampled request joins no name and records two attributes fewer.
+ */
+const serverSpans = new Map<string, Map<string | undefined, SpanKindOf>>()
+const serverSpanOf = (method: string, route: string | undefined): SpanKindOf => {
+  let byRoute = serverSpans.get(method)
+  if (byRoute === undefined) serverSpans.set(method, byRoute = new Map())
+  let kind = byRoute.get(route)
+  if (kind === undefined) {
+    const prefix = method === "_OTHER" ? "HTTP" : method
+    const shared: Array<[string, unknown]> = [["http.request.method", method]]
+    if (route !== undefined) shared.push(["http.route", route])
+    kind = { name: route === undefined ? prefix : `${prefix} ${route}`, shared }
+    byRoute.set(route, kind)
+  }
+  return kind
+}
+
+/** A statement's spans: named `{operation} {table}`, its description's attributes shared. Made once per statement. */
+const statementSpans = new WeakMap<Statement, SpanKindOf>()
+const statementSpanOf = (statement: Statement): SpanKindOf => {
+  let kind = statementSpans.get(statement)
+  if (kind === undefined) {
+    const shared: Array<[string, unknown]> = [
+      ["db.system.name", statement.system],
+      ["db.operation.name", statement.operation],
+      ["db.collection.name", statement.collection]
+    ]
+    if (statement.text !== undefined) shared.push(["db.query.text", statement.text])
+    kind = { name: `${statement.operation} ${statement.collection}`, shared }
+    statementSpans.set(statement, kind)
+  }
+  return kind
 }
 
 /**
@@ -84,12 +127,9 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     if (tracer !== undefined) {
       if (traceId === undefined) span = NOT_SAMPLED
       else {
-        // The semantic conventions: `{method} {route}`, or the method alone without a route (`HTTP` for an unknown one).
-        const name = method === "_OTHER" ? "HTTP" : method
-        span = tracer.startSampled(route === undefined ? name : `${name} ${route}`, traceId, parent, "server")
-        span.attribute("http.request.method", method)
+        const kind = serverSpanOf(method, route)
+        span = tracer.startSampled(kind.name, traceId, parent, "server", kind.shared)
         if (method === "_OTHER") span.attribute("http.request.method_original", request.method)
-        if (route !== undefined) span.attribute("http.route", route)
         span.attribute("url.path", request.path)
       }
     }
@@ -112,17 +152,8 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     if (tracer === undefined) return undefined
     const parent = Context.getOrElse(context, Tracer.ParentSpan, constUndefined)
     if (parent === undefined || !parent.sampled) return undefined
-    const span = tracer.startSampled(
-      `${statement.operation} ${statement.collection}`,
-      parent.traceId,
-      Option.some(parent),
-      "client"
-    )
-    span.attribute("db.system.name", statement.system)
-    span.attribute("db.operation.name", statement.operation)
-    span.attribute("db.collection.name", statement.collection)
-    if (statement.text !== undefined) span.attribute("db.query.text", statement.text)
-    return span
+    const kind = statementSpanOf(statement)
+    return tracer.startSampled(kind.name, parent.traceId, Option.some(parent), "client", kind.shared)
   }
 
   /** Without tracing: the statement timed, in the one step `Effect.try` would take. */

@@ -46,7 +46,7 @@ export const toOtlp = (span: RecordingSpan) => {
     kind: KIND[span.kind],
     startTimeUnixNano: String(start),
     endTimeUnixNano: String(end),
-    attributes: OtlpResource.entriesToAttributes(span.attributes.entries()),
+    attributes: OtlpResource.entriesToAttributes([...span.sharedAttributes, ...span.attributes]),
     droppedAttributesCount: 0,
     events: span.events.map(([name, time, attributes]) => ({
       name,

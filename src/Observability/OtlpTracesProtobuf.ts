@@ -14,7 +14,7 @@
 import type { AnyValue, KeyValue, Resource } from "@effect/opentelemetry/OtlpResource"
 import { Inspectable, Option } from "effect"
 import { KIND, statusOf, timesOf } from "./OtlpSpans.js"
-import type { RecordingSpan } from "./Tracer.js"
+import type { RecordingSpan, SharedAttributes } from "./Tracer.js"
 
 const VARINT = 0
 const FIXED64 = 1
@@ -283,6 +283,7 @@ const span = (out: Output, value: RecordingSpan): void => {
   out.fixed64(start)
   out.tag(8, FIXED64)
   out.fixed64(end)
+  if (value.sharedAttributes.length > 0) out.raw(sharedAttributesField(value.sharedAttributes))
   attributes(out, 9, value.attributes)
   for (const [name, time, eventAttributes] of value.events) {
     const event = out.begin(11)
@@ -312,6 +313,17 @@ const written = (write: (out: Output) => void): Uint8Array => {
   const out = new Output(256)
   write(out)
   return out.bytes.slice(0, out.at)
+}
+
+/** The `attributes` fields of shared attributes (`Tracer.SharedAttributes`), written once per set of them. */
+const sharedFields = new WeakMap<SharedAttributes, Uint8Array>()
+const sharedAttributesField = (shared: SharedAttributes): Uint8Array => {
+  let bytes = sharedFields.get(shared)
+  if (bytes === undefined) {
+    bytes = written((out) => attributes(out, 9, shared))
+    sharedFields.set(shared, bytes)
+  }
+  return bytes
 }
 
 /** A span usually takes two bytes for its length (128 to 16 383 bytes long). */

@@ -29,15 +29,26 @@ export const newTraceId = (): string => randomHex(32)
 export const newSpanId = (): string => randomHex(16)
 
 const NO_LINKS: ReadonlyArray<Tracer.SpanLink> = []
+const NO_ATTRIBUTES: ReadonlyMap<string, unknown> = new Map()
 const NO_EVENTS: ReadonlyArray<never> = []
 
 type SpanEvent = readonly [name: string, time: bigint, attributes: Record<string, unknown> | undefined]
+
+/**
+ * Attributes that every span of one kind has with the same values (a route's server spans, one statement's spans),
+ * made once and shared by those spans: a span records only its own (`attributes`), and the protobuf writer writes the
+ * shared ones' bytes once (`OtlpTracesProtobuf.ts`). Written before the span's own.
+ */
+export type SharedAttributes = ReadonlyArray<[key: string, value: unknown]>
+
+export const NO_SHARED_ATTRIBUTES: SharedAttributes = []
 
 export class RecordingSpan implements Tracer.Span {
   readonly _tag = "Span"
   readonly sampled = true
   status: Tracer.SpanStatus
-  readonly attributes = new Map<string, unknown>()
+  // A statement's span records no attribute of its own (its attributes are shared): no map until one is recorded.
+  private recorded: Map<string, unknown> | undefined
   // Most spans have neither links nor events: they share one empty array until they get one.
   links: ReadonlyArray<Tracer.SpanLink>
   events: ReadonlyArray<SpanEvent> = NO_EVENTS
@@ -53,7 +64,8 @@ export class RecordingSpan implements Tracer.Span {
     readonly kind: Tracer.SpanKind,
     /** The W3C `tracestate` of the trace, passed on from the remote parent. */
     readonly traceState: string | undefined,
-    private readonly sink: SpanSink
+    private readonly sink: SpanSink,
+    readonly sharedAttributes: SharedAttributes = NO_SHARED_ATTRIBUTES
   ) {
     this.links = links.length === 0 ? NO_LINKS : [...links]
     this.status = { _tag: "Started", startTime }
@@ -65,8 +77,12 @@ export class RecordingSpan implements Tracer.Span {
     this.sink.offer(this)
   }
 
+  get attributes(): ReadonlyMap<string, unknown> {
+    return this.recorded ?? NO_ATTRIBUTES
+  }
+
   attribute(key: string, value: unknown): void {
-    this.attributes.set(key, value)
+    ;(this.recorded ??= new Map()).set(key, value)
   }
 
   event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
@@ -108,12 +124,13 @@ export interface SamplingTracer extends Tracer.Tracer {
    * under `parent` gets if it is sampled, `undefined` if not — and then nothing is named, timed or allocated for it.
    */
   readonly sample: (parent: Option.Option<Tracer.AnySpan>) => string | undefined
-  /** A sampled span (`traceId` from `sample`), starting now. */
+  /** A sampled span (`traceId` from `sample`), starting now, with the attributes it shares with its kind. */
   readonly startSampled: (
     name: string,
     traceId: string,
     parent: Option.Option<Tracer.AnySpan>,
-    kind: Tracer.SpanKind
+    kind: Tracer.SpanKind,
+    shared?: SharedAttributes
   ) => RecordingSpan
 }
 
@@ -133,10 +150,23 @@ export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock)
     context: Context.Context<never>,
     links: ReadonlyArray<Tracer.SpanLink>,
     startTime: bigint,
-    kind: Tracer.SpanKind
+    kind: Tracer.SpanKind,
+    shared = NO_SHARED_ATTRIBUTES
   ) => {
     const traceState = Option.isSome(parent) ? traceStateOf(parent.value) : undefined
-    return new RecordingSpan(name, traceId, newSpanId(), parent, context, links, startTime, kind, traceState, sink)
+    return new RecordingSpan(
+      name,
+      traceId,
+      newSpanId(),
+      parent,
+      context,
+      links,
+      startTime,
+      kind,
+      traceState,
+      sink,
+      shared
+    )
   }
   const tracer = Tracer.make({
     span(name, parent, context, links, startTime, kind) {
@@ -147,7 +177,12 @@ export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock)
   })
   return Object.assign(tracer, {
     sample,
-    startSampled: (name: string, traceId: string, parent: Option.Option<Tracer.AnySpan>, kind: Tracer.SpanKind) =>
-      record(name, traceId, parent, Context.empty(), NO_LINKS, clock.unsafeCurrentTimeNanos(), kind)
+    startSampled: (
+      name: string,
+      traceId: string,
+      parent: Option.Option<Tracer.AnySpan>,
+      kind: Tracer.SpanKind,
+      shared?: SharedAttributes
+    ) => record(name, traceId, parent, Context.empty(), NO_LINKS, clock.unsafeCurrentTimeNanos(), kind, shared)
   })
 }
