@@ -19,6 +19,7 @@ import { spawn, spawnSync } from "bun"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
+import { cpuTicks, TICKS_PER_SECOND } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
 
 const ROOT = resolve(import.meta.dir, "..")
@@ -26,7 +27,6 @@ const ROUNDS = Number(process.env.CPU_ROUNDS ?? 5)
 const SECONDS = Number(process.env.CPU_SECONDS ?? 2)
 const WARM = Number(process.env.CPU_WARM ?? 2)
 const PATHS = (process.env.CPU_PATHS ?? "/v1/pets/5000").split(",")
-const TICKS_PER_SECOND = 100
 
 interface Subject {
   readonly label: string
@@ -56,13 +56,6 @@ const seed = (): { readonly file: string; readonly key: string } => {
   const key = createKey([subjects[0].executable], file, "cpu", ROOT)
   insertPets(file, 10_000)
   return { file, key }
-}
-
-/** utime + stime of every thread (`/proc/<pid>/stat`), or of the main thread alone (`/proc/<pid>/task/<pid>/stat`). */
-const cpuTicks = (pid: number, thread: "all" | "main" = "all"): number => {
-  const path = thread === "all" ? `/proc/${pid}/stat` : `/proc/${pid}/task/${pid}/stat`
-  const fields = readFileSync(path, "utf8").split(") ")[1].split(" ")
-  return Number(fields[11]) + Number(fields[12])
 }
 
 /** KB allocated between two points of JavaScriptCore's GC log: what each collection started from, less what the last one left. */

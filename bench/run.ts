@@ -6,8 +6,9 @@
  * Builds both executables, seeds each with the same pets directly in SQLite (one transaction), and loads them in
  * turn — each scenario's runs back to back, in an order reversed every round — with wrk (Debian's `wrk` package;
  * installed with apt-get when missing and allowed), the same connection count and duration. Every round starts every
- * server again and warms it up (one process per round, so a row is not one process's luck). Loopback only. Prints a
- * table and writes JSON and Markdown under bench/results/.
+ * server again and warms it up (one process per round, so a row is not one process's luck). Each run also reads the
+ * server's main-thread CPU time per request (`/proc`), the steadier measure of a feature's cost on a shared machine.
+ * Loopback only. Prints a table and writes JSON and Markdown under bench/results/.
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
@@ -28,6 +29,7 @@ import {
 } from "node:fs"
 import { cpus, totalmem } from "node:os"
 import { join, resolve } from "node:path"
+import { cpuTicks, TICKS_PER_SECOND } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
 
 const ROOT = resolve(import.meta.dir, "..")
@@ -268,6 +270,11 @@ interface Load {
   readonly p50: number
   readonly p99: number
   readonly non2xx: number
+  /**
+   * The server's main thread's CPU time per request during the run (µs, `/proc/<pid>/task/<pid>/stat`): the thread
+   * whose time bounds throughput. Steadier than the rate, which also moves with what wrk gets of the machine.
+   */
+  readonly cpuUs: number
 }
 
 const millis = (text: string): number => {
@@ -277,7 +284,9 @@ const millis = (text: string): number => {
   return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : match[2] === "s" ? value * 1000 : value * 60_000
 }
 
+/** A wrk load on the server of process `pid`. */
 const wrk = (
+  pid: number,
   url: string,
   key: string,
   script?: string,
@@ -287,13 +296,16 @@ const wrk = (
   const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-H", `Authorization: Bearer ${key}`]
   for (const header of headers) args.push("-H", header)
   if (script !== undefined) args.push("-s", script)
+  const ticks = cpuTicks(pid, "main")
   const out = run([...args, url])
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN)
+  const cpuUs = ((cpuTicks(pid, "main") - ticks) / TICKS_PER_SECOND) * 1e6 / requests
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN)
   const p50 = millis(/^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? "")
   const p99 = millis(/^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? "")
   const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0)
   if (non2xx > 0) log(`warning: ${non2xx} non-2xx answers from ${url}`)
-  return { rps, p50, p99, non2xx }
+  return { rps, p50, p99, non2xx, cpuUs }
 }
 
 const median = (values: ReadonlyArray<number>) => {
@@ -306,7 +318,8 @@ const summarize = (loads: ReadonlyArray<Load>): Load => ({
   rps: Math.round(median(loads.map((l) => l.rps))),
   p50: Math.round(median(loads.map((l) => l.p50)) * 1000) / 1000,
   p99: Math.round(median(loads.map((l) => l.p99)) * 1000) / 1000,
-  non2xx: loads.reduce((sum, l) => sum + l.non2xx, 0)
+  non2xx: loads.reduce((sum, l) => sum + l.non2xx, 0),
+  cpuUs: hundredths(median(loads.map((l) => l.cpuUs)))
 })
 
 /**
@@ -389,6 +402,7 @@ const main = async () => {
   const load = (slot: Slot, scenario: Scenario, seconds = DURATION) => {
     const variant = variantOf(slot)
     return wrk(
+      slot.server.pid,
       slot.server.origin + scenario.path(PETS),
       key,
       variant?.script ?? scenario.script,
@@ -469,7 +483,11 @@ const main = async () => {
           // Paired: the median of each round's ratio to the plain row of the same round, so what moves the machine
           // from one round to the next (the files' growth under creates, other work) cancels out.
           toPlain: hundredths(median(runs.map((run, i) => run.rps / plainRuns[i].rps))),
-          toPlainOfMedians: ratio(load.rps, summarize(plainRuns).rps)
+          toPlainOfMedians: ratio(load.rps, summarize(plainRuns).rps),
+          // The same by the main thread's CPU per request: the plain row's over the feature's, so that below 1 is a
+          // cost, as for throughput.
+          plainCpuUs: summarize(plainRuns).cpuUs,
+          cpuToPlain: hundredths(median(runs.map((run, i) => plainRuns[i].cpuUs / run.cpuUs)))
         }
       })
     )
@@ -494,8 +512,9 @@ const main = async () => {
       try {
         for (const scenario of ALL_SCENARIOS.slice(0, 2)) {
           for (const kind of ["petstore", "raw"] as const) {
-            wrk(scaled[kind].origin + scenario.path(size), data.key, undefined, 1)
-            const load = wrk(scaled[kind].origin + scenario.path(size), data.key)
+            const server = scaled[kind]
+            wrk(server.pid, server.origin + scenario.path(size), data.key, undefined, 1)
+            const load = wrk(server.pid, server.origin + scenario.path(size), data.key)
             growth.push({ size, scenario: scenario.name, server: kind, ...load })
           }
         }
@@ -541,7 +560,7 @@ const main = async () => {
       memoryGb: Math.round(totalmem() / 2 ** 30),
       bun: Bun.version,
       wrk:
-        `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, medians`,
+        `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, every server started again each round, medians`,
       fsyncMs: { before: fsyncBefore, after: fsyncAfter }
     }
     const result = {
@@ -572,28 +591,22 @@ const main = async () => {
 
 const table = (r: any): string => {
   const lines = [
-    `| scenario | petstore req/s | raw req/s | ratio | petstore p50 / p99 ms | raw p50 / p99 ms | p99 ratio |`,
-    `|---|---|---|---|---|---|---|`
+    `| scenario | petstore req/s | raw req/s | ratio | petstore p50 / p99 ms | raw p50 / p99 ms | p99 ratio | main thread µs a request, petstore / raw |`,
+    `|---|---|---|---|---|---|---|---|`
   ]
-  for (const s of r.scenarios) {
+  for (const s of [...r.scenarios, ...(r.noFsync === undefined ? [] : [r.noFsync])]) {
     lines.push(
-      `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
-    )
-  }
-  if (r.noFsync !== undefined) {
-    const s = r.noFsync
-    lines.push(
-      `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} |`
+      `| ${s.scenario} | ${s.petstore.rps} | ${s.raw.rps} | **${s.ratio}** | ${s.petstore.p50} / ${s.petstore.p99} | ${s.raw.p50} / ${s.raw.p99} | ${s.p99Ratio} | ${s.petstore.cpuUs} / ${s.raw.cpuUs} |`
     )
   }
   lines.push(
     "",
-    `| with a feature on | req/s | ratio to raw | ratio to the plain row: median of the rounds' | of the medians | p50 / p99 ms |`,
-    `|---|---|---|---|---|---|`
+    `| with a feature on | req/s | ratio to raw | ratio to the plain row: median of the rounds' | of the medians | main thread µs a request, plain → with | its ratio, plain / with | p50 / p99 ms |`,
+    `|---|---|---|---|---|---|---|---|`
   )
   for (const v of r.variants) {
     lines.push(
-      `| ${v.scenario}, ${v.variant} | ${v.load.rps} | ${v.ratio} | **${v.toPlain}** | ${v.toPlainOfMedians} | ${v.load.p50} / ${v.load.p99} |`
+      `| ${v.scenario}, ${v.variant} | ${v.load.rps} | ${v.ratio} | **${v.toPlain}** | ${v.toPlainOfMedians} | ${v.plainCpuUs} → ${v.load.cpuUs} | **${v.cpuToPlain}** | ${v.load.p50} / ${v.load.p99} |`
     )
   }
   lines.push(
