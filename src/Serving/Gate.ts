@@ -51,13 +51,13 @@ export const bodyPlan = (method: string, headers: HeaderView): "none" | "read" |
   return "read"
 }
 
+const DIGITS = /^[0-9]+$/
+
 /** Whether the body's length is declared (`Content-Length`, digits alone) and it is not sent in chunks. */
 const hasDeclaredLength = (headers: HeaderView): boolean => {
   const length = headers.get("content-length")
   return length !== null && DIGITS.test(length) && headers.get("transfer-encoding") === null
 }
-
-const DIGITS = /^[0-9]+$/
 
 /**
  * The body's bytes, read up to the limit and never further (a refusal past it, or when the client goes away before the
