@@ -117,39 +117,34 @@ const rssMb = (pid: number): number => {
   return Math.round(kb / 102.4) / 10
 }
 
+/** What a server of the bench runs: the program, on which database, with which settings. */
+interface ServerSettings {
+  readonly name: string
+  readonly kind: "petstore" | "raw"
+  readonly db: string
+  readonly key: string
+  readonly env?: Record<string, string>
+}
+
 /**
  * A server of the bench: its settings, and the process serving them now. Every round starts a new process on the same
  * database file: on this VM two processes of the same build differ by several per cent (what the JIT made of each),
  * so a row measured on one process for all its rounds carries that process's luck (`docs/performance.md`).
  */
-interface Slot {
-  readonly name: string
-  readonly kind: "petstore" | "raw"
-  readonly db: string
-  readonly env: Record<string, string>
+interface Slot extends ServerSettings {
   server: Server
 }
 
-const startSlot = async (
-  name: string,
-  kind: "petstore" | "raw",
-  db: string,
-  key: string,
-  env: Record<string, string> = {}
-): Promise<Slot> => ({ name, kind, db, env, server: await start(name, kind, db, key, env) })
+const startSlot = async (settings: ServerSettings): Promise<Slot> => ({ ...settings, server: await start(settings) })
 
-const restart = async (slot: Slot, key: string) => {
+const restart = async (slot: Slot) => {
   await slot.server.stop()
-  slot.server = await start(slot.name, slot.kind, slot.db, key, slot.env)
+  slot.server = await start(slot)
 }
 
 /** Starts a server and waits for its first 200 on an authenticated list. */
 const start = async (
-  name: string,
-  kind: "petstore" | "raw",
-  db: string,
-  key: string,
-  env: Record<string, string> = {}
+  { db, env = {}, key, kind, name }: ServerSettings
 ): Promise<Server> => {
   const port = freePort()
   const origin = `http://127.0.0.1:${port}`
@@ -370,16 +365,20 @@ const main = async () => {
   const startups = { petstore: [] as Array<number>, raw: [] as Array<number> }
   for (let i = 0; i < 3; i++) {
     for (const kind of ["petstore", "raw"] as const) {
-      const server = await start(kind, kind, dbs[kind], key)
+      const server = await start({ name: kind, kind, db: dbs[kind], key })
       startups[kind].push(server.startupMs)
       await server.stop()
     }
   }
 
-  const petstore = await startSlot("petstore", "petstore", dbs.petstore, key)
-  const raw = await startSlot("raw", "raw", dbs.raw, key)
-  const rawNoFsync = await startSlot("raw, no fsync per commit", "raw", dbs.rawNoFsync, key, {
-    RAW_SYNCHRONOUS: "NORMAL"
+  const petstore = await startSlot({ name: "petstore", kind: "petstore", db: dbs.petstore, key })
+  const raw = await startSlot({ name: "raw", kind: "raw", db: dbs.raw, key })
+  const rawNoFsync = await startSlot({
+    name: "raw, no fsync per commit",
+    kind: "raw",
+    db: dbs.rawNoFsync,
+    key,
+    env: { RAW_SYNCHRONOUS: "NORMAL" }
   })
   const sink = spawn(["bun", join(ROOT, "bench", "sink.ts")], {
     env: { ...process.env, PORT: String(SINK_PORT) },
@@ -389,7 +388,7 @@ const main = async () => {
   const variantSlots = new Map<Variant, Slot>()
   for (const variant of VARIANTS.filter((v) => SCENARIOS.some((scenario) => v.scenarios.includes(scenario.name)))) {
     const db = copyDb(base.file, join(DATA, `variant-${variantSlots.size}.db`))
-    variantSlots.set(variant, await startSlot(variant.name, "petstore", db, key, variant.env))
+    variantSlots.set(variant, await startSlot({ name: variant.name, kind: "petstore", db, key, env: variant.env }))
   }
   const all = [petstore, raw, rawNoFsync, ...variantSlots.values()]
   const variantOf = (slot: Slot) => [...variantSlots].find(([, s]) => s === slot)?.[0]
@@ -425,7 +424,7 @@ const main = async () => {
     for (let round = 1; round <= ROUNDS; round++) {
       log(`round ${round} of ${ROUNDS}: new processes, warmed up`)
       for (const slot of all) {
-        if (round > 1) await restart(slot, key)
+        if (round > 1) await restart(slot)
         for (const scenario of scenariosOf(slot)) load(slot, scenario, 1)
       }
       for (const scenario of SCENARIOS) {
@@ -506,8 +505,13 @@ const main = async () => {
       log(`growth: seeding ${size} pets`)
       const data = seed(`scale-${size}`, size)
       const scaled = {
-        petstore: await start(`petstore ${size}`, "petstore", data.file, data.key),
-        raw: await start(`raw ${size}`, "raw", copyDb(data.file, join(DATA, `scale-${size}-raw.db`)), data.key)
+        petstore: await start({ name: `petstore ${size}`, kind: "petstore", db: data.file, key: data.key }),
+        raw: await start({
+          name: `raw ${size}`,
+          kind: "raw",
+          db: copyDb(data.file, join(DATA, `scale-${size}-raw.db`)),
+          key: data.key
+        })
       }
       try {
         for (const scenario of ALL_SCENARIOS.slice(0, 2)) {
