@@ -16,7 +16,14 @@ import { spansDropped } from "../src/Observability/Metrics.js"
 import { protobufEncoding } from "../src/Observability/Otlp.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
 import { makeSpanExporter } from "../src/Observability/SpanExporter.js"
-import { makeTracer, newSpanId, newTraceId, NOT_SAMPLED, type RecordingSpan } from "../src/Observability/Tracer.js"
+import {
+  makeTracer,
+  newSpanId,
+  newTraceId,
+  NOT_SAMPLED,
+  randomnessOf,
+  type RecordingSpan
+} from "../src/Observability/Tracer.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import * as Sql from "../src/Sql.js"
 import { describePostgres, SQLite } from "./support/backends.js"
@@ -332,19 +339,47 @@ describe("sampling", () => {
 
   it("traceidratio samples about its ratio of traces, and decides alike for the same trace id", () => {
     const sampler = makeSampler({ sampler: "traceidratio", ratio: 0.1 })
-    const share = ids.filter((id) => sampler(id, Option.none())).length / ids.length
+    const share = ids.filter((id) => sampler(randomnessOf(id), Option.none())).length / ids.length
     expect(share).toBeGreaterThan(0.08)
     expect(share).toBeLessThan(0.12)
-    for (const id of ids.slice(0, 100)) expect(sampler(id, Option.none())).toBe(sampler(id, Option.none()))
+    for (const id of ids.slice(0, 100)) {
+      expect(sampler(randomnessOf(id), Option.none())).toBe(sampler(randomnessOf(id), Option.none()))
+    }
+  })
+
+  it("a new trace is decided on the randomness of the id it gets: the id's lowest 56 bits", () => {
+    expect(randomnessOf("4bf92f3577b34da6a3ce929d0e0e4700")).toBe(0xce929d0e0e47 * 256)
+    expect(randomnessOf("4bf92f3577b34da6a300000000000000")).toBe(0)
+    const given: Array<number> = []
+    const tracer = makeTracer(
+      (randomness) => {
+        given.push(randomness)
+        return true
+      },
+      { offer: () => {} },
+      Clock.make()
+    )
+    // Enough ids to refill the pool of random bytes several times.
+    const traceIds = Array.from({ length: 1000 }, () => tracer.sample(Option.none())!)
+    expect(traceIds.every((id) => /^[0-9a-f]{32}$/.test(id))).toBe(true)
+    expect(new Set(traceIds).size).toBe(traceIds.length)
+    expect(traceIds.map(randomnessOf)).toEqual(given)
   })
 
   it("parentbased_* follow the client's sampled flag; the others decide for themselves", () => {
-    expect(makeSampler({ sampler: "parentbased_always_off", ratio: 1 })(newTraceId(), remote(true))).toBe(true)
-    expect(makeSampler({ sampler: "parentbased_always_on", ratio: 1 })(newTraceId(), remote(false))).toBe(false)
-    expect(makeSampler({ sampler: "parentbased_always_on", ratio: 1 })(newTraceId(), Option.none())).toBe(true)
-    expect(makeSampler({ sampler: "parentbased_traceidratio", ratio: 0 })(newTraceId(), remote(true))).toBe(true)
-    expect(makeSampler({ sampler: "always_on", ratio: 1 })(newTraceId(), remote(false))).toBe(true)
-    expect(makeSampler({ sampler: "always_off", ratio: 1 })(newTraceId(), remote(true))).toBe(false)
+    expect(makeSampler({ sampler: "parentbased_always_off", ratio: 1 })(randomnessOf(newTraceId()), remote(true))).toBe(
+      true
+    )
+    expect(makeSampler({ sampler: "parentbased_always_on", ratio: 1 })(randomnessOf(newTraceId()), remote(false))).toBe(
+      false
+    )
+    expect(makeSampler({ sampler: "parentbased_always_on", ratio: 1 })(randomnessOf(newTraceId()), Option.none())).toBe(
+      true
+    )
+    expect(makeSampler({ sampler: "parentbased_traceidratio", ratio: 0 })(randomnessOf(newTraceId()), remote(true)))
+      .toBe(true)
+    expect(makeSampler({ sampler: "always_on", ratio: 1 })(randomnessOf(newTraceId()), remote(false))).toBe(true)
+    expect(makeSampler({ sampler: "always_off", ratio: 1 })(randomnessOf(newTraceId()), remote(true))).toBe(false)
   })
 
   it("a span petstore starts is sampled first: an unsampled one is neither named nor timed, its children follow it", () => {

@@ -173,6 +173,8 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
   const tracedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
     contextWithEffectNow((context) => {
       const span = statementSpan(context, statement)
+      // Outside a sampled request and without metrics, the statement alone (nothing to time it for).
+      if (span === undefined && !metrics) return unobserved.runStatement(statement, run, onError)
       const started = performance.now()
       let exit: Exit.Exit<ReturnType<typeof run>, ReturnType<typeof onError>>
       try {

@@ -5,18 +5,21 @@ import { Headers, HttpTraceContext } from "@effect/platform"
 import { Option, Tracer } from "effect"
 import type { Sampling } from "./Config.js"
 
-/** Decides whether a new trace root, or a span whose parent came from another process, is recorded. */
-export type Sampler = (traceId: string, remoteParent: Option.Option<Tracer.ExternalSpan>) => boolean
+/**
+ * Decides whether a new trace root, or a span whose parent came from another process, is recorded, given its trace
+ * id's randomness (its lowest 56 bits, `Tracer.randomnessOf`).
+ */
+export type Sampler = (randomness: number, remoteParent: Option.Option<Tracer.ExternalSpan>) => boolean
 
 /**
- * `traceidratio`: the trace id's lowest 56 bits against the ratio (what the specification's consistent sampling uses),
- * so every process that samples a trace at the same ratio takes the same decision.
+ * `traceidratio`: the trace id's randomness against the ratio (what the specification's consistent sampling uses), so
+ * every process that samples a trace at the same ratio takes the same decision.
  */
-const byTraceId = (ratio: number): (traceId: string) => boolean => {
+const byTraceId = (ratio: number): (randomness: number) => boolean => {
   if (ratio >= 1) return () => true
   if (ratio <= 0) return () => false
   const bound = ratio * 2 ** 56
-  return (traceId) => parseInt(traceId.slice(18), 16) < bound
+  return (randomness) => randomness < bound
 }
 
 export const makeSampler = ({ ratio, sampler }: Sampling): Sampler => {
@@ -25,8 +28,8 @@ export const makeSampler = ({ ratio, sampler }: Sampling): Sampler => {
     : sampler.endsWith("always_off")
     ? () => false
     : byTraceId(ratio)
-  if (!sampler.startsWith("parentbased_")) return (traceId) => root(traceId)
-  return (traceId, remoteParent) => Option.isSome(remoteParent) ? remoteParent.value.sampled : root(traceId)
+  if (!sampler.startsWith("parentbased_")) return (randomness) => root(randomness)
+  return (randomness, remoteParent) => Option.isSome(remoteParent) ? remoteParent.value.sampled : root(randomness)
 }
 
 const ALL_ZERO = /^0+$/
