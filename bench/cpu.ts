@@ -1,7 +1,7 @@
 /**
  * `npm run bench:cpu -- [executable or "executable ENV=value …"] …`: what a request costs the server, in CPU time and in
  * memory allocated, for each executable (default `dist/petstore`) or configuration given, under the same wrk load,
- * in interleaved rounds (A B A B …), medians.
+ * in interleaved rounds (A B, B A, …), medians.
  *
  * On a shared VM throughput moves by ±20 % from one run to the next; the CPU time the server's process spends per
  * request (`/proc/<pid>/stat`, all its threads: the JIT's and the garbage collector's included) moves much less, and
@@ -126,8 +126,12 @@ for (const path of PATHS) {
   const results = new Map(
     subjects.map((subject) => [subject, [] as Array<{ cpuUs: number; mainUs: number; kb: number }>])
   )
+  // In an order reversed every round, so no subject always runs first (one build given three times in a fixed order
+  // read 27.1, 25.4 and 25.5 µs a get one, 11 rounds: whether place or chance, reversing spreads it).
   for (let round = 0; round < ROUNDS; round++) {
-    for (const subject of subjects) results.get(subject)!.push(await measure(subject, path, seeded))
+    for (const subject of round % 2 === 0 ? subjects : [...subjects].reverse()) {
+      results.get(subject)!.push(await measure(subject, path, seeded))
+    }
   }
   for (const [subject, runs] of results) {
     const cpu = runs.map((run) => run.cpuUs)
