@@ -14,6 +14,7 @@ import { ObservabilityConfig } from "../src/Observability/Config.js"
 import { ObservabilityLive } from "../src/Observability/Live.js"
 import { spansDropped } from "../src/Observability/Metrics.js"
 import { protobufEncoding } from "../src/Observability/Otlp.js"
+import type { SamplerName } from "../src/Observability/Config.js"
 import { makeSampler, remoteParent } from "../src/Observability/Sampler.js"
 import { makeSpanExporter } from "../src/Observability/SpanExporter.js"
 import {
@@ -367,19 +368,14 @@ describe("sampling", () => {
   })
 
   it("parentbased_* follow the client's sampled flag; the others decide for themselves", () => {
-    expect(makeSampler({ sampler: "parentbased_always_off", ratio: 1 })(randomnessOf(newTraceId()), remote(true))).toBe(
-      true
-    )
-    expect(makeSampler({ sampler: "parentbased_always_on", ratio: 1 })(randomnessOf(newTraceId()), remote(false))).toBe(
-      false
-    )
-    expect(makeSampler({ sampler: "parentbased_always_on", ratio: 1 })(randomnessOf(newTraceId()), Option.none())).toBe(
-      true
-    )
-    expect(makeSampler({ sampler: "parentbased_traceidratio", ratio: 0 })(randomnessOf(newTraceId()), remote(true)))
-      .toBe(true)
-    expect(makeSampler({ sampler: "always_on", ratio: 1 })(randomnessOf(newTraceId()), remote(false))).toBe(true)
-    expect(makeSampler({ sampler: "always_off", ratio: 1 })(randomnessOf(newTraceId()), remote(true))).toBe(false)
+    const decide = (sampler: SamplerName, ratio: number, parent: ReturnType<typeof remote>) =>
+      makeSampler({ sampler, ratio })(randomnessOf(newTraceId()), parent)
+    expect(decide("parentbased_always_off", 1, remote(true))).toBe(true)
+    expect(decide("parentbased_always_on", 1, remote(false))).toBe(false)
+    expect(decide("parentbased_always_on", 1, Option.none())).toBe(true)
+    expect(decide("parentbased_traceidratio", 0, remote(true))).toBe(true)
+    expect(decide("always_on", 1, remote(false))).toBe(true)
+    expect(decide("always_off", 1, remote(true))).toBe(false)
   })
 
   it("a span petstore starts is sampled first: an unsampled one is neither named nor timed, its children follow it", () => {
