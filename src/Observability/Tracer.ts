@@ -40,14 +40,11 @@ const randomnessAt = (at: number): number =>
 export const randomnessOf = (traceId: string): number =>
   parseInt(traceId.slice(18, 28), 16) * 65536 + parseInt(traceId.slice(28, 32), 16)
 
-/** The trace id of the 16 bytes at `at` in the pool. */
-const traceIdAt = (at: number): string => pool.toString("hex", at, at + 16)
+/** The id written by the `bytes` bytes at `at` in the pool (a trace id 16, a span id 8). */
+const idAt = (at: number, bytes: number): string => pool.toString("hex", at, at + bytes)
 
-export const newTraceId = (): string => traceIdAt(draw(16))
-export const newSpanId = (): string => {
-  const at = draw(8)
-  return pool.toString("hex", at, at + 8)
-}
+export const newTraceId = (): string => idAt(draw(16), 16)
+export const newSpanId = (): string => idAt(draw(8), 8)
 
 const NO_LINKS: ReadonlyArray<Tracer.SpanLink> = []
 const NO_ATTRIBUTES: ReadonlyMap<string, unknown> = new Map()
@@ -159,7 +156,7 @@ export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock)
   const sample = (parent: Option.Option<Tracer.AnySpan>): string | undefined => {
     if (Option.isNone(parent)) {
       const at = draw(16)
-      return sampler(randomnessAt(at), Option.none()) ? traceIdAt(at) : undefined
+      return sampler(randomnessAt(at), Option.none()) ? idAt(at, 16) : undefined
     }
     if (parent.value._tag === "Span") return parent.value.sampled ? parent.value.traceId : undefined
     const traceId = parent.value.traceId
