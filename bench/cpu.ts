@@ -19,7 +19,7 @@ import { spawn, spawnSync } from "bun"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
-import { cpuTicks, TICKS_PER_SECOND } from "./proc.js"
+import { cpuTicks, microsPerRequest } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
 
 const ROOT = resolve(import.meta.dir, "..")
@@ -111,7 +111,7 @@ const measure = async (subject: Subject, path: string, seed: { file: string; key
   server.kill()
   await server.exited
   const log = readFileSync(logFile).subarray(logStart).toString("latin1")
-  const perRequest = (ticks: number) => (ticks / TICKS_PER_SECOND) * 1e6 / requests
+  const perRequest = (ticks: number) => microsPerRequest(ticks, requests)
   return { cpuUs: perRequest(used), mainUs: perRequest(usedMain), kb: allocatedKb(log) / requests }
 }
 

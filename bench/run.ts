@@ -29,7 +29,7 @@ import {
 } from "node:fs"
 import { cpus, totalmem } from "node:os"
 import { join, resolve } from "node:path"
-import { cpuTicks, TICKS_PER_SECOND } from "./proc.js"
+import { cpuTicks, microsPerRequest } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
 
 const ROOT = resolve(import.meta.dir, "..")
@@ -294,7 +294,7 @@ const wrk = (
   const ticks = cpuTicks(pid, "main")
   const out = run([...args, url])
   const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN)
-  const cpuUs = ((cpuTicks(pid, "main") - ticks) / TICKS_PER_SECOND) * 1e6 / requests
+  const cpuUs = microsPerRequest(cpuTicks(pid, "main") - ticks, requests)
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN)
   const p50 = millis(/^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? "")
   const p99 = millis(/^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? "")
