@@ -42,6 +42,18 @@ const cpuAsync = async (run: () => unknown): Promise<number> => {
   return Math.round(((used.user + used.system) / N) * 100) / 100
 }
 
+/** As `cpuAsync`, `BATCH` requests at a time awaited together: creates then share a group commit, as under load. */
+const BATCH = 32
+const cpuBatched = async (run: () => unknown): Promise<number> => {
+  const batch = () => Promise.all(Array.from({ length: BATCH }, run))
+  for (let i = 0; i < N / BATCH / 10; i++) await batch()
+  const start = process.cpuUsage()
+  const batches = Math.ceil(N / BATCH)
+  for (let i = 0; i < batches; i++) await batch()
+  const used = process.cpuUsage(start)
+  return Math.round(((used.user + used.system) / (batches * BATCH)) * 100) / 100
+}
+
 const file = join(mkdtempSync(join(tmpdir(), "petstore-stages-")), "stages.db")
 
 const program = Effect.gen(function*() {
@@ -85,6 +97,38 @@ const program = Effect.gen(function*() {
   const emptyPipeline = makePipeline(runtime, [emptyGet, bareGet], Duration.seconds(15))
   const page = runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.orDie))
 
+  // A create as `bench/create.lua` sends it; with a fresh Idempotency-Key each, growing as `bench/create-idempotent.lua`'s.
+  const createBody = JSON.stringify({ name: "  Bench Pet  ", categoryId: 7, status: "pending" })
+  const createHeaders = { ...headers, "content-type": "application/json" }
+  let sent = 0
+  const create = (keyed: boolean) => () =>
+    server(
+      new Request("http://127.0.0.1:8080/v1/pets", {
+        method: "POST",
+        headers: keyed
+          ? {
+            ...createHeaders,
+            "idempotency-key": `"0190a3b4-1c2d-7abc-8def-${(sent++).toString(16).padStart(12, "0")}"`
+          }
+          : createHeaders,
+        body: createBody
+      })
+    )
+
+  // The two creates alternated, the first of a round in turn, after three rounds not counted (the first runs carry the
+  // compilation of what a create runs).
+  const creates = yield* Effect.promise(async () => {
+    const runs = { plain: [] as Array<number>, keyed: [] as Array<number> }
+    for (let round = 0; round < 8; round++) {
+      for (const kind of round % 2 === 0 ? ["plain", "keyed"] as const : ["keyed", "plain"] as const) {
+        const used = await cpuBatched(create(kind === "keyed"))
+        if (round >= 3) runs[kind].push(used)
+      }
+    }
+    const median = (values: Array<number>) => values.sort((a, b) => a - b)[values.length >> 1]
+    return { plain: median(runs.plain), keyed: median(runs.keyed) }
+  })
+
   // The input of a get one, as the server hands it to the pipeline.
   const getInput = { request, started: 0, params: { petId: "5000" }, query: {}, body: undefined, requestId: "x" }
   const rows: Array<readonly [string, number]> = [
@@ -94,6 +138,8 @@ const program = Effect.gen(function*() {
       "whole request: list 20",
       yield* Effect.promise(() => cpuAsync(() => server(new Request("http://127.0.0.1:8080/v1/pets", { headers }))))
     ],
+    [`whole request: create (${BATCH} at a time, median of 5)`, creates.plain],
+    [`whole request: create with an Idempotency-Key (${BATCH} at a time, median of 5)`, creates.keyed],
     [
       "gate: head limits, target, body plan",
       cpu(() => {
