@@ -96,20 +96,25 @@ const measure = async (subject: Subject, path: string, seed: { file: string; key
     stderr: Bun.file(logFile) // where JavaScriptCore writes its GC log
   })
   const url = `http://127.0.0.1:${port}${path}`
-  for (let i = 0; i < 200; i++) {
-    const ok = await fetch(url, { headers: { authorization: `Bearer ${seed.key}` } }).then((r) => r.ok, () => false)
-    if (ok) break
-    await Bun.sleep(25)
+  let requests: number, used: number, usedMain: number, logStart: number
+  try {
+    for (let i = 0; i < 200; i++) {
+      const ok = await fetch(url, { headers: { authorization: `Bearer ${seed.key}` } }).then((r) => r.ok, () => false)
+      if (ok) break
+      await Bun.sleep(25)
+    }
+    wrk(url, seed.key, WARM, subject.script)
+    logStart = readFileSync(logFile).length
+    const ticks = cpuTicks(server.pid)
+    const mainTicks = cpuTicks(server.pid, "main")
+    requests = wrk(url, seed.key, SECONDS, subject.script)
+    used = cpuTicks(server.pid) - ticks
+    usedMain = cpuTicks(server.pid, "main") - mainTicks
+  } finally {
+    // A run that fails (a non-2xx answer) leaves no server behind to take the port and the CPU of the next.
+    server.kill()
+    await server.exited
   }
-  wrk(url, seed.key, WARM, subject.script)
-  const logStart = readFileSync(logFile).length
-  const ticks = cpuTicks(server.pid)
-  const mainTicks = cpuTicks(server.pid, "main")
-  const requests = wrk(url, seed.key, SECONDS, subject.script)
-  const used = cpuTicks(server.pid) - ticks
-  const usedMain = cpuTicks(server.pid, "main") - mainTicks
-  server.kill()
-  await server.exited
   const log = readFileSync(logFile).subarray(logStart).toString("latin1")
   const perRequest = (ticks: number) => microsPerRequest(ticks, requests)
   return { cpuUs: perRequest(used), mainUs: perRequest(usedMain), kb: allocatedKb(log) / requests }
