@@ -34,25 +34,21 @@ const cpu = (run: () => unknown): number => {
   const used = process.cpuUsage(start)
   return Math.round(((used.user + used.system) / N) * 100) / 100
 }
-const cpuAsync = async (run: () => unknown): Promise<number> => {
-  for (let i = 0; i < N / 10; i++) await run()
+/**
+ * CPU per request of `run`, each step awaited: `batch` requests at a time, awaited together (creates then share a group
+ * commit, as under load), or one.
+ */
+const cpuAsync = async (run: () => unknown, batch = 1): Promise<number> => {
+  const step = batch === 1 ? run : () => Promise.all(Array.from({ length: batch }, run))
+  const steps = Math.ceil(N / batch)
+  for (let i = 0; i < steps / 10; i++) await step()
   const start = process.cpuUsage()
-  for (let i = 0; i < N; i++) await run()
+  for (let i = 0; i < steps; i++) await step()
   const used = process.cpuUsage(start)
-  return Math.round(((used.user + used.system) / N) * 100) / 100
+  return Math.round(((used.user + used.system) / (steps * batch)) * 100) / 100
 }
-
-/** As `cpuAsync`, `BATCH` requests at a time awaited together: creates then share a group commit, as under load. */
+/** Creates are sent this many at a time. */
 const BATCH = 32
-const cpuBatched = async (run: () => unknown): Promise<number> => {
-  const batch = () => Promise.all(Array.from({ length: BATCH }, run))
-  for (let i = 0; i < N / BATCH / 10; i++) await batch()
-  const start = process.cpuUsage()
-  const batches = Math.ceil(N / BATCH)
-  for (let i = 0; i < batches; i++) await batch()
-  const used = process.cpuUsage(start)
-  return Math.round(((used.user + used.system) / (batches * BATCH)) * 100) / 100
-}
 
 const file = join(mkdtempSync(join(tmpdir(), "petstore-stages-")), "stages.db")
 
@@ -121,7 +117,7 @@ const program = Effect.gen(function*() {
     const runs = { plain: [] as Array<number>, keyed: [] as Array<number> }
     for (let round = 0; round < 8; round++) {
       for (const kind of round % 2 === 0 ? ["plain", "keyed"] as const : ["keyed", "plain"] as const) {
-        const used = await cpuBatched(create(kind === "keyed"))
+        const used = await cpuAsync(create(kind === "keyed"), BATCH)
         if (round >= 3) runs[kind].push(used)
       }
     }
