@@ -123,6 +123,24 @@ describe("OTLP traces in protobuf", () => {
       expect(Buffer.from(encode(mixed)).equals(Buffer.from(mixedExpected.body))).toBe(true)
     }))
 
+  it.effect("the batches of one encoder, each given the room of the largest before it, write the same bytes", () =>
+    Effect.gen(function*() {
+      const library = yield* Effect.provide(OtlpSerialization.OtlpSerialization, OtlpSerialization.layerProtobuf)
+      const expectedOf = (batch: ReadonlyArray<RecordingSpan>) =>
+        (library.traces({
+          resourceSpans: [{ resource, scopeSpans: [{ scope, spans: batch.map(toOtlp) }] }]
+        }) as unknown as { readonly body: Uint8Array }).body
+      const encoder = makeTracesEncoder(resource, scope)
+      // Past the first batch's 64 KiB (it grows), then a small batch in the larger room, then one that outgrows it.
+      for (const count of [400, 3, 900]) {
+        const spansOfBatch = Array.from({ length: count }, (_, i) => i % 2 === 0 ? server : statement)
+        const batch = encoder.batch()
+        for (const span of spansOfBatch) batch.add(span)
+        expect(batch.size).toBe(count)
+        expect(Buffer.from(batch.request()).equals(Buffer.from(expectedOf(spansOfBatch)))).toBe(true)
+      }
+    }))
+
   it("is read back by an OTLP decoder", () => {
     // (Not in the comparison above: the library writes a negative int64 as one byte, which no decoder reads back.)
     const negative = internalSpan("negative", "b9c7c989f97918e2", { negative: -5 })
