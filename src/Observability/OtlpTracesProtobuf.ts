@@ -329,7 +329,7 @@ const sharedAttributesField = (shared: SharedAttributes): Uint8Array => {
 /** A span usually takes two bytes for its length (128 to 16 383 bytes long). */
 const SPAN_LENGTH_BYTES = 2
 
-/** The first batch's room: about 200 spans. Later batches start with the room the last one took, and a little more. */
+/** The first batch's room: about 200 spans. Later batches start with the room of the largest so far, and 1/16 more. */
 const BATCH_BYTES = 64 * 1024
 
 /** Spans written one after the other as they end, each a `Span` of `ScopeSpans`, waiting for their export. */
@@ -374,7 +374,8 @@ export const makeTracesEncoder = (
 
   // A batch that outgrows its buffer copies it into one twice the size (a full batch of 512 spans did so twice, from
   // 64 KiB). A batch given the room of the largest before it does not: 8 % less CPU to record and write a sampled get
-  // one's two spans, in-process, alternated with the growing buffer.
+  // one's two spans, in-process, alternated with the growing buffer. The room only grows, up to what the largest batch
+  // (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE` spans) took.
   let batchBytes = BATCH_BYTES
   return {
     batch: () => {
