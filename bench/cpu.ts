@@ -1,7 +1,8 @@
 /**
  * `npm run bench:cpu -- [executable or "executable ENV=value …"] …`: what a request costs the server, in CPU time and in
  * memory allocated, for each executable (default `dist/petstore`) or configuration given, under the same wrk load,
- * in interleaved rounds (A B, B A, …), medians.
+ * in interleaved rounds (A B, B A, …), medians; and each subject after the first against the first, round by round,
+ * with an interval (`pairedRatio`).
  *
  * On a shared VM throughput moves by ±20 % from one run to the next; the CPU time the server's process spends per
  * request (`/proc/<pid>/stat`, all its threads: the JIT's and the garbage collector's included) moves much less, and
@@ -122,10 +123,37 @@ const measure = async (subject: Subject, path: string, seed: { file: string; key
 
 const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]
 
+/**
+ * The main thread's CPU per request of `runs` against `base`'s, round by round (a round's runs follow each other, so
+ * they share that moment's machine): the median of the rounds' ratios `base / runs` (above 1: cheaper than the base;
+ * the bench's rows read the same way), with a 90 % bootstrap interval of that median (2 000 resamplings of the rounds,
+ * a fixed seed). A process's own luck (what its JIT made of the warm-up) moves a round by more than a few per cent;
+ * the interval says how far the median could move with other rounds like these, so a "within 5 %" is read off it.
+ */
+const pairedRatio = (base: ReadonlyArray<number>, runs: ReadonlyArray<number>) => {
+  const ratios = base.map((value, round) => value / runs[round])
+  let state = 0x2545f491
+  const random = () => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0
+    return state / 2 ** 32
+  }
+  const medians: Array<number> = []
+  for (let i = 0; i < 2000; i++) {
+    medians.push(median(ratios.map(() => ratios[Math.floor(random() * ratios.length)])))
+  }
+  medians.sort((a, b) => a - b)
+  return {
+    ratio: median(ratios),
+    low: medians[Math.floor(medians.length * 0.05)],
+    high: medians[Math.floor(medians.length * 0.95)]
+  }
+}
+
 const seeded = seed()
 console.log(
-  `| path | executable and settings | CPU µs per request | of it, the main thread | KB allocated per request | rounds |\n` +
-    `|---|---|---|---|---|---|`
+  `| path | executable and settings | CPU µs per request | of it, the main thread | main thread, the first row's ` +
+    `against this one's (90 % interval) | KB allocated per request | rounds |\n` +
+    `|---|---|---|---|---|---|---|`
 )
 for (const path of PATHS) {
   const results = new Map(
@@ -138,11 +166,14 @@ for (const path of PATHS) {
       results.get(subject)!.push(await measure(subject, path, seeded))
     }
   }
+  const baseMain = results.get(subjects[0])!.map((run) => run.mainUs)
   for (const [subject, runs] of results) {
     const cpu = runs.map((run) => run.cpuUs)
+    const main = runs.map((run) => run.mainUs)
+    const paired = subject === subjects[0] ? undefined : pairedRatio(baseMain, main)
     console.log(
-      `| ${path} | ${subject.label} | ${median(cpu).toFixed(1)} | ${
-        median(runs.map((run) => run.mainUs)).toFixed(1)
+      `| ${path} | ${subject.label} | ${median(cpu).toFixed(1)} | ${median(main).toFixed(1)} | ${
+        paired === undefined ? "—" : `${paired.ratio.toFixed(2)} (${paired.low.toFixed(2)}–${paired.high.toFixed(2)})`
       } | ${median(runs.map((run) => run.kb)).toFixed(1)} | ${cpu.map((value) => value.toFixed(0)).join(" ")} |`
     )
   }
