@@ -151,8 +151,8 @@ const pairedRatio = (base: ReadonlyArray<number>, runs: ReadonlyArray<number>) =
 
 const seeded = seed()
 console.log(
-  `| path | executable and settings | CPU µs per request | of it, the main thread | main thread, the first row's ` +
-    `against this one's (90 % interval) | KB allocated per request | rounds |\n` +
+  `| path | executable and settings | CPU µs per request | of it, the main thread | ` +
+    `main thread, first row ÷ this row (90 % interval) | KB allocated per request | rounds |\n` +
     `|---|---|---|---|---|---|---|`
 )
 for (const path of PATHS) {
