@@ -88,26 +88,33 @@ const internalSpan = (name: string, spanId: string, attributes: Record<string, u
   return span
 }
 
-/** A batch's export request, each span written into it as it would be when it ended. */
-const encode = (spans: ReadonlyArray<RecordingSpan>) => {
-  const batch = makeTracesEncoder(resource, scope).batch()
+/** A batch's export request, each span written into it as it would be when it ended (by a new encoder unless given). */
+const encode = (spans: ReadonlyArray<RecordingSpan>, encoder = makeTracesEncoder(resource, scope)) => {
+  const batch = encoder.batch()
   for (const span of spans) batch.add(span)
+  expect(batch.size).toBe(spans.length)
   return batch.request()
 }
+
+/** The export request `@effect/opentelemetry`'s serialization (protobuf or JSON, as `layer` says) makes of `spans`. */
+const libraryRequest = (layer: typeof OtlpSerialization.layerProtobuf, spans: ReadonlyArray<RecordingSpan>) =>
+  Effect.map(
+    Effect.provide(OtlpSerialization.OtlpSerialization, layer),
+    (library) =>
+      library.traces({
+        resourceSpans: [{ resource, scopeSpans: [{ scope, spans: spans.map(toOtlp) }] }]
+      }) as unknown as { readonly _tag: string; readonly body: Uint8Array }
+  )
 
 describe("OTLP traces in protobuf", () => {
   it.effect("writes the bytes @effect/opentelemetry's encoder writes", () =>
     Effect.gen(function*() {
-      const library = yield* Effect.provide(OtlpSerialization.OtlpSerialization, OtlpSerialization.layerProtobuf)
-      const body = library.traces({ resourceSpans: [{ resource, scopeSpans: [{ scope, spans: spans.map(toOtlp) }] }] })
+      const body = yield* libraryRequest(OtlpSerialization.layerProtobuf, spans)
       expect(body._tag).toBe("Uint8Array")
-      const expected = (body as { readonly body: Uint8Array }).body
-      expect(Buffer.from(encode(spans)).toString("hex")).toBe(Buffer.from(expected).toString("hex"))
+      expect(Buffer.from(encode(spans)).toString("hex")).toBe(Buffer.from(body.body).toString("hex"))
       // A batch of many spans: the outer messages' lengths take several bytes.
       const many = Array.from({ length: 300 }, () => server)
-      const manyExpected = library.traces({
-        resourceSpans: [{ resource, scopeSpans: [{ scope, spans: many.map(toOtlp) }] }]
-      }) as unknown as { readonly body: Uint8Array }
+      const manyExpected = yield* libraryRequest(OtlpSerialization.layerProtobuf, many)
       expect(Buffer.from(encode(many)).equals(Buffer.from(manyExpected.body))).toBe(true)
       // A span's length takes two bytes unless told otherwise: one shorter than 128 bytes and one of 16 KiB or more
       // are moved into place.
@@ -117,27 +124,18 @@ describe("OTLP traces in protobuf", () => {
         internalSpan("huge", "b9c7c989f97918e3", { "db.query.text": "x".repeat(20_000) }),
         statement
       ]
-      const mixedExpected = library.traces({
-        resourceSpans: [{ resource, scopeSpans: [{ scope, spans: mixed.map(toOtlp) }] }]
-      }) as unknown as { readonly body: Uint8Array }
+      const mixedExpected = yield* libraryRequest(OtlpSerialization.layerProtobuf, mixed)
       expect(Buffer.from(encode(mixed)).equals(Buffer.from(mixedExpected.body))).toBe(true)
     }))
 
   it.effect("the batches of one encoder, each given the room of the largest before it, write the same bytes", () =>
     Effect.gen(function*() {
-      const library = yield* Effect.provide(OtlpSerialization.OtlpSerialization, OtlpSerialization.layerProtobuf)
-      const expectedOf = (batch: ReadonlyArray<RecordingSpan>) =>
-        (library.traces({
-          resourceSpans: [{ resource, scopeSpans: [{ scope, spans: batch.map(toOtlp) }] }]
-        }) as unknown as { readonly body: Uint8Array }).body
       const encoder = makeTracesEncoder(resource, scope)
       // Past the first batch's 64 KiB (it grows), then a small batch in the larger room, then one that outgrows it.
       for (const count of [400, 3, 900]) {
         const spansOfBatch = Array.from({ length: count }, (_, i) => i % 2 === 0 ? server : statement)
-        const batch = encoder.batch()
-        for (const span of spansOfBatch) batch.add(span)
-        expect(batch.size).toBe(count)
-        expect(Buffer.from(batch.request()).equals(Buffer.from(expectedOf(spansOfBatch)))).toBe(true)
+        const expected = yield* libraryRequest(OtlpSerialization.layerProtobuf, spansOfBatch)
+        expect(Buffer.from(encode(spansOfBatch, encoder)).equals(Buffer.from(expected.body))).toBe(true)
       }
     }))
 
@@ -170,10 +168,7 @@ describe("OTLP traces in protobuf", () => {
 describe("OTLP traces in JSON", () => {
   it.effect("the request is the text @effect/opentelemetry's JSON serialization writes", () =>
     Effect.gen(function*() {
-      const library = yield* Effect.provide(OtlpSerialization.OtlpSerialization, OtlpSerialization.layerJson)
-      const expected = library.traces({
-        resourceSpans: [{ resource, scopeSpans: [{ scope, spans: spans.map(toOtlp) }] }]
-      }) as unknown as { readonly body: Uint8Array }
+      const expected = yield* libraryRequest(OtlpSerialization.layerJson, spans)
       const batch = jsonEncoding(resource).batch()
       for (const span of spans) batch.add(span)
       const body = batch.body() as unknown as {
