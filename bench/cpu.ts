@@ -22,6 +22,7 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { cpuTicks, microsPerRequest } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
+import { median } from "./stats.js"
 
 const ROOT = resolve(import.meta.dir, "..")
 const ROUNDS = Number(process.env.CPU_ROUNDS ?? 5)
@@ -120,8 +121,6 @@ const measure = async (subject: Subject, path: string, seed: { file: string; key
   const perRequest = (ticks: number) => microsPerRequest(ticks, requests)
   return { cpuUs: perRequest(used), mainUs: perRequest(usedMain), kb: allocatedKb(log) / requests }
 }
-
-const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]
 
 /**
  * The main thread's CPU per request of `runs` against `base`'s, round by round (a round's runs follow each other, so

@@ -31,6 +31,7 @@ import { cpus, totalmem } from "node:os"
 import { join, resolve } from "node:path"
 import { cpuTicks, microsPerRequest } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
+import { median } from "./stats.js"
 
 const ROOT = resolve(import.meta.dir, "..")
 const RESULTS = join(ROOT, "bench", "results")
@@ -301,12 +302,6 @@ const wrk = (
   const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0)
   if (non2xx > 0) log(`warning: ${non2xx} non-2xx answers from ${url}`)
   return { rps, p50, p99, non2xx, cpuUs }
-}
-
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
 }
 
 const summarize = (loads: ReadonlyArray<Load>): Load => ({

@@ -23,6 +23,7 @@ import { makeRouteTable } from "../src/Serving/RouteTable.js"
 import { pathOf, queryOf } from "../src/Serving/Url.js"
 import * as Sql from "../src/Sql.js"
 import { insertPets } from "./seed.js"
+import { median } from "./stats.js"
 
 const N = Number(process.env.STAGES_N ?? 20_000)
 const servers = { production: "https://api.example.test/v1", staging: "https://staging.example.test/v1" }
@@ -121,7 +122,6 @@ const program = Effect.gen(function*() {
         if (round >= 3) runs[kind].push(used)
       }
     }
-    const median = (values: Array<number>) => values.sort((a, b) => a - b)[values.length >> 1]
     return { plain: median(runs.plain), keyed: median(runs.keyed) }
   })
 
