@@ -5,11 +5,12 @@
  */
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Deferred, Duration, Effect, Either, FastCheck as fc, Layer, Option, Redacted, Schema } from "effect"
 import { ServedApi } from "../src/Api.js"
 import { Authorization, CurrentApiKey } from "../src/Auth/Api.js"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { AuthorizationLive, BearerCheck } from "../src/Auth/Http.js"
+import { CreatePetHeaders } from "../src/Domain/Idempotency.js"
 import { RoutesLive, WebHandler, webHandlerFrom } from "../src/Http.js"
 import { Lifecycle } from "../src/Lifecycle.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
@@ -201,12 +202,20 @@ describe("the query", () => {
   })
 })
 
-/** Headers declared by name, and headers as a record of any name (which the pipeline does not read by name). */
+/**
+ * Headers declared by name, headers decoded directly (createPet's), and headers as a record of any name (which the
+ * pipeline does not read by name).
+ */
 const NamedHeaders = Schema.Struct({ "x-trace": Schema.optional(Schema.String), "x-tag": Schema.String })
 class HeadersApi extends HttpApiGroup.make("headers", { topLevel: true })
   .add(
     HttpApiEndpoint.get("named", "/named")
       .setHeaders(NamedHeaders)
+      .addSuccess(Schema.String)
+  )
+  .add(
+    HttpApiEndpoint.get("keyed", "/keyed")
+      .setHeaders(CreatePetHeaders)
       .addSuccess(Schema.String)
   )
   .add(
@@ -220,7 +229,9 @@ const HeadersTestApi = HttpApi.make("headers").add(HeadersApi)
 describe("the headers", () => {
   const derived = deriveRoutes(
     HeadersTestApi as unknown as HttpApi.HttpApi.AnyWithProps,
-    apiHandlers(HeadersTestApi, { headers: { named: () => Effect.succeed("ok"), any: () => Effect.succeed("ok") } }),
+    apiHandlers(HeadersTestApi, {
+      headers: { named: () => Effect.succeed("ok"), keyed: () => Effect.succeed("ok"), any: () => Effect.succeed("ok") }
+    }),
     Context.empty()
   )
 
@@ -231,6 +242,44 @@ describe("the headers", () => {
     expect(named.decodeHeaders!(headers)).toEqual(viaRecord)
     expect(named.decodeHeaders!(headers)).toEqual(Either.right({ "x-tag": "a, b" }))
     expect(named.decodeHeaders!(new Headers())._tag).toBe("Left")
+  })
+
+  it("decoded directly (an optional Idempotency-Key) decode as Schema decodes them, refusals included", () => {
+    const keyed = derived.routes.find((route) => route.name === "keyed")!
+    const bySchema = Schema.decodeUnknownEither(CreatePetHeaders)
+    const agree = (value: string | undefined) => {
+      const headers = new Headers(value === undefined ? [] : [["Idempotency-Key", value]])
+      expect(keyed.decodeHeaders!(headers)).toEqual(bySchema(value === undefined ? {} : { "idempotency-key": value }))
+    }
+    agree(undefined)
+    for (
+      const value of [
+        "abc",
+        "\"abc\"",
+        "\"a\\\"b\"",
+        " \"abc\";p=1 ",
+        "8e03978e-40d5-43e8-bc93-6894a57f9324",
+        "",
+        "\"\"",
+        "\"abc",
+        "a b",
+        "x".repeat(256),
+        "\"abc\";P=1"
+      ]
+    ) agree(value)
+    expect(keyed.decodeHeaders!(new Headers([["Idempotency-Key", "\"abc\""]]))).toEqual(
+      Either.right({ "idempotency-key": "abc" })
+    )
+    expect(keyed.decodeHeaders!(new Headers([["Idempotency-Key", "a b"]]))._tag).toBe("Left")
+    // Any value a request can carry (visible ASCII and spaces; Bun trims the ends of a header's value).
+    fc.assert(
+      fc.property(
+        fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)) }),
+        (value) => {
+          agree(value.trim())
+        }
+      )
+    )
   })
 
   it("of any name, as a record, leave the endpoint to the HttpApi app: it is listed as not served, with why", () => {
