@@ -94,7 +94,7 @@ const program = Effect.gen(function*() {
   const emptyPipeline = makePipeline(runtime, [emptyGet, bareGet], Duration.seconds(15))
   const page = runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.orDie))
 
-  // A create as `bench/create.lua` sends it; with a fresh Idempotency-Key each, growing as `bench/create-idempotent.lua`'s.
+  // A create with `bench/create.lua`'s body; with a fresh Idempotency-Key each, growing as `bench/create.lua`'s values.
   const createBody = JSON.stringify({ name: "  Bench Pet  ", categoryId: 7, status: "pending" })
   const createHeaders = { ...headers, "content-type": "application/json" }
   let sent = 0
