@@ -73,13 +73,44 @@ describeBackends((backend) => {
         const { count, repo } = yield* repoOn
         for (let i = 0; i < 5; i++) yield* repo.createOnce(request({ key: `old-${i}` }))
         yield* repo.createOnce(request({ key: "new", expiresAt: 200_000 }))
-        expect(yield* repo.releaseExpired(61_000, 3)).toBe(3)
-        expect(yield* repo.releaseExpired(61_000, 3)).toBe(2)
-        expect(yield* repo.releaseExpired(61_000, 3)).toBe(0)
+        expect(yield* repo.releaseExpired(61_000, 3)).toEqual({ released: 3, more: true })
+        expect(yield* repo.releaseExpired(61_000, 3)).toEqual({ released: 2, more: false })
+        expect(yield* repo.releaseExpired(61_000, 3)).toEqual({ released: 0, more: false })
         expect(yield* count("idempotency_key IS NOT NULL")).toBe(1)
         expect(yield* count("1 = 1")).toBe(6)
         // A forgotten key is free.
         expect((yield* repo.createOnce(request({ key: "old-0", now: 61_000 })))._tag).toBe("Created")
+      }))
+
+    it.scoped("the pruner's steps pass pets without a record and reach every expired one, also after a live one expires", () =>
+      Effect.gen(function*() {
+        const { count, repo } = yield* repoOn
+        const pruneAll = (now: number) =>
+          Effect.iterate({ released: 0, more: true }, {
+            while: (total) => total.more,
+            body: (total) =>
+              Effect.map(repo.releaseExpired(now, 2), (step) => ({
+                released: total.released + step.released,
+                more: step.more
+              }))
+          })
+        const plain = (n: number) =>
+          Effect.forEach(Array.from({ length: n }), () => repo.create({ name: "Tom", categoryId: 1, status: "sold" }))
+        yield* plain(5)
+        yield* repo.createOnce(request({ key: "a", expiresAt: 2_000 }))
+        yield* plain(3)
+        yield* repo.createOnce(request({ key: "b", expiresAt: 3_000 }))
+        yield* repo.createOnce(request({ key: "c", expiresAt: 4_000 }))
+        yield* plain(4)
+        expect((yield* pruneAll(2_500)).released).toBe(1)
+        expect(yield* count("idempotency_key IS NOT NULL")).toBe(2)
+        // Nothing more expired: the steps stop at the live record.
+        expect((yield* pruneAll(2_500)).released).toBe(0)
+        yield* repo.createOnce(request({ key: "d", expiresAt: 5_000 }))
+        yield* plain(3)
+        expect((yield* pruneAll(10_000)).released).toBe(3)
+        expect(yield* count("idempotency_key IS NOT NULL")).toBe(0)
+        expect(yield* count("1 = 1")).toBe(19)
       }))
   })
 

@@ -32,7 +32,7 @@ export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
 /** Seconds a 409 `idempotency_key_in_use` asks the client to wait before retrying (`Retry-After`). */
 export const RETRY_AFTER_IN_USE_SECONDS = 1
 
-/** Rows deleted per statement while pruning, and the pause between statements. */
+/** A step of pruning's batch (`PetsRepo.releaseExpired`), and the pause between steps. */
 const PRUNE_BATCH = 500
 const PRUNE_PAUSE = Duration.millis(10)
 /** How often expired records are looked for: at most every minute, more often for a TTL under a minute. */
@@ -61,9 +61,9 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
       const now = yield* Clock.currentTimeMillis
       let deleted = 0
       for (;;) {
-        const rows = yield* repo.releaseExpired(now, PRUNE_BATCH)
-        deleted += rows
-        if (rows < PRUNE_BATCH) break
+        const step = yield* repo.releaseExpired(now, PRUNE_BATCH)
+        deleted += step.released
+        if (!step.more) break
         yield* Effect.sleep(PRUNE_PAUSE)
       }
       if (deleted > 0) yield* Effect.logDebug("expired idempotency records pruned", { deleted })

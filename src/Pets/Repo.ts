@@ -53,6 +53,12 @@ export type CreateOnceResult =
   /** Another transaction holds the key (PostgreSQL: another request, on any replica). */
   | { readonly _tag: "InUse" }
 
+/** What a step of pruning did: how many records it forgot, and whether expired records may be left. */
+export interface PruneStep {
+  readonly released: number
+  readonly more: boolean
+}
+
 export interface PetsRepository {
   /**
    * Adds a pet; the returned row is durably committed before this succeeds (SQLite: the writer's group commit with
@@ -69,10 +75,12 @@ export interface PetsRepository {
    */
   readonly createOnce: (request: CreateOnceRequest) => Effect.Effect<CreateOnceResult, SqlError.SqlError>
   /**
-   * Forgets up to `limit` records expired by `now` (their pets stay); how many it forgot. On SQLite a unit of the
-   * writer, so that a database another process holds is waited for off the event loop.
+   * One step of pruning: forgets records expired by `now` (their pets stay), a batch at a time — on PostgreSQL up to
+   * `batch` records (found by the index on the expiry); on SQLite those among the next `batch` pets in id order, from
+   * where the last step stopped (records expire in id order there: migration 0006). On SQLite a unit of the writer, so
+   * that a database another process holds is waited for off the event loop.
    */
-  readonly releaseExpired: (now: number, limit: number) => Effect.Effect<number, SqlError.SqlError>
+  readonly releaseExpired: (now: number, batch: number) => Effect.Effect<PruneStep, SqlError.SqlError>
   readonly findById: (id: PetId) => Effect.Effect<Option.Option<Pet>, SqlError.SqlError>
   /** One keyset page in id order; one extra row is read to tell whether another page follows. */
   readonly list: (options: ListOptions) => Effect.Effect<Page, SqlError.SqlError>
@@ -91,9 +99,13 @@ const SELECT_HOLDER = `SELECT ${COLUMNS}, idempotency_expires_at AS "expiresAt" 
 /** Forgets a pet's record: an expired one that holds a key being used again, and the pruner's. */
 const RELEASE_RECORD = `UPDATE pets SET idempotency_key = NULL, idempotency_scope = NULL, idempotency_expires_at = NULL`
 const RELEASE_HOLDER = `${RELEASE_RECORD} WHERE id = ?`
-/** A batch of expired records (the partial index on the expiry finds them). */
+/** PostgreSQL: a batch of expired records (the partial index on the expiry finds them). */
 const RELEASE_EXPIRED = `${RELEASE_RECORD} WHERE id IN (
   SELECT id FROM pets WHERE idempotency_key IS NOT NULL AND idempotency_expires_at <= ? LIMIT ?)`
+/** SQLite: the expired records among a range of ids, and the first record left in it (a live one). */
+const RELEASE_EXPIRED_BETWEEN =
+  `${RELEASE_RECORD} WHERE id > ? AND id <= ? AND idempotency_key IS NOT NULL AND idempotency_expires_at <= ?`
+const FIRST_RECORD_BETWEEN = `SELECT min(id) AS id FROM pets WHERE id > ? AND id <= ? AND idempotency_key IS NOT NULL`
 /** `?` placeholders as PostgreSQL numbers them. */
 const numbered = (statement: string) => {
   let n = 0
@@ -157,7 +169,25 @@ const sqliteRepository = (
   const insertOnce = writer.database.prepare<Pet, InsertOnceValues>(INSERT_ONCE)
   const selectHolder = writer.database.prepare<Pet & { readonly expiresAt: number }, [string, string]>(SELECT_HOLDER)
   const releaseHolder = writer.database.prepare<unknown, [number]>(RELEASE_HOLDER)
-  const releaseExpired = writer.database.prepare<unknown, [number, number]>(RELEASE_EXPIRED)
+  const releaseBetween = writer.database.prepare<unknown, [number, number, number]>(RELEASE_EXPIRED_BETWEEN)
+  const firstRecordBetween = writer.database.prepare<{ readonly id: number | null }, [number, number]>(
+    FIRST_RECORD_BETWEEN
+  )
+  const lastId = writer.database.prepare<{ readonly id: number | null }, []>(`SELECT max(id) AS id FROM pets`)
+  /**
+   * The pruner's place: no pet at or below this id holds an expired record (as of its last step). It starts at 0 in
+   * each process and stops before the first live record; a record written with a longer TTL (before a restart with a
+   * shorter one) holds it up, and the records after it wait for its expiry — they count as absent meanwhile.
+   */
+  let pruned = 0
+  const pruneStep = (now: number, batch: number) => {
+    const end = pruned + batch
+    const released = releaseBetween.run(pruned, end, now).changes
+    const live = firstRecordBetween.get(pruned, end)?.id ?? null
+    if (live !== null) return { released, more: false, next: live - 1 }
+    const last = lastId.get()?.id ?? 0
+    return { released, more: end < last, next: Math.min(end, last) }
+  }
   /**
    * The pets created with a key in the transactions not settled yet, an id range per transaction (one writer: a
    * transaction's pets have consecutive ids): a retry whose key one of them holds is `InUse`, as the advisory lock
@@ -198,7 +228,12 @@ const sqliteRepository = (
   return {
     createOnce: (request) => observe(createOnceSql, writer.write(() => createOnceStatements(request))),
     create: (pet) => observe(insertSql, writer.write(() => insert.get(pet.name, pet.categoryId, pet.status)!)),
-    releaseExpired: (now, limit) => writer.write(() => releaseExpired.run(now, limit).changes),
+    // The place moves once the step's transaction has committed: a step rolled back is walked again.
+    releaseExpired: (now, batch) =>
+      Effect.map(writer.write(() => pruneStep(now, batch)), ({ next, ...step }) => {
+        pruned = next
+        return step
+      }),
     findById: (id) => run(findOneSql, () => Option.fromNullable(findOne.get(id)), statementFailed),
     list: (options) =>
       run(
@@ -321,8 +356,11 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         (effect) => observe(portableSelect, effect)
       )
 
-    const releaseExpired = (now: number, limit: number) =>
-      Effect.map(sql.unsafe(releaseExpiredText, [now, limit]), (rows) => rows.length)
+    const releaseExpired = (now: number, batch: number) =>
+      Effect.map(
+        sql.unsafe(releaseExpiredText, [now, batch]),
+        (rows): PruneStep => ({ released: rows.length, more: rows.length === batch })
+      )
 
     return { create, createOnce, releaseExpired, findById, list } satisfies PetsRepository as PetsRepository
   })
