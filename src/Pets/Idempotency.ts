@@ -32,7 +32,7 @@ export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
 /** Seconds a 409 `idempotency_key_in_use` asks the client to wait before retrying (`Retry-After`). */
 export const RETRY_AFTER_IN_USE_SECONDS = 1
 
-/** A step of pruning's batch (`PetsRepo.releaseExpired`), and the pause between steps. */
+/** How much one step of pruning looks at (`PetsRepo.releaseExpired`), and the pause between steps. */
 const PRUNE_BATCH = 500
 const PRUNE_PAUSE = Duration.millis(10)
 /** How often expired records are looked for: at most every minute, more often for a TTL under a minute. */
