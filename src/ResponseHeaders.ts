@@ -47,10 +47,33 @@ export const tapAnswerHeaders = <A, E, R>(
     readonly onFailure?: ((e: E) => Readonly<Record<string, string>> | undefined) | undefined
   }
 ): Effect.Effect<A, E, R> =>
+  flatMapExitNow(self, (exit) =>
+    withHeaders(
+      exit,
+      Exit.isSuccess(exit) ? options.onSuccess(exit.value) : failureHeaders(exit.cause, options.onFailure)
+    ))
+
+/** `exit`, once `headers` (none for `undefined`) are added to the answer. */
+const withHeaders = <A, E>(exit: Exit.Exit<A, E>, headers: Readonly<Record<string, string>> | undefined) =>
+  headers === undefined
+    ? exit
+    : contextWithEffectNow((context) => flatMapNow(addTo(headers)(context), () => exit))
+
+/** What a handler answers with: an outcome known at once, and the headers its answer carries (none: `undefined`). */
+export type Answer<A, E> = readonly [outcome: Exit.Exit<A, E>, headers: Readonly<Record<string, string>> | undefined]
+
+/**
+ * The answer `f` makes of the outcome of `self` — another outcome, with its headers — in the same one step as
+ * `tapAnswerHeaders` (in a call at once with `self` done, at once): for a handler whose answer is decided from what
+ * `self` found, which `Effect.flatMap`, `tapAnswerHeaders` and `Effect.map` would take three steps to say.
+ */
+export const answerWith = <A, E, R, B, E2>(
+  self: Effect.Effect<A, E, R>,
+  f: (exit: Exit.Exit<A, E>) => Answer<B, E2>
+): Effect.Effect<B, E2, R> =>
   flatMapExitNow(self, (exit) => {
-    const headers = Exit.isSuccess(exit) ? options.onSuccess(exit.value) : failureHeaders(exit.cause, options.onFailure)
-    if (headers === undefined) return exit
-    return contextWithEffectNow((context) => flatMapNow(addTo(headers)(context), () => exit))
+    const [outcome, headers] = f(exit)
+    return withHeaders(outcome, headers)
   })
 
 const failureHeaders = <E>(

@@ -2,10 +2,11 @@
  * Idempotency-Key on createPet (draft-ietf-httpapi-idempotency-key-header-07), on each backend, through the HttpApi app.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Schema, TestClock } from "effect"
+import { Context, Effect, Exit, Schema, TestClock } from "effect"
+import { idempotencyKeyInUse, idempotencyKeyReused } from "../src/Domain/Errors.js"
 import { IDEMPOTENCY_KEY_RULE, IdempotencyKey } from "../src/Domain/Idempotency.js"
 import { PetId } from "../src/Domain/Pet.js"
-import { isSamePayload } from "../src/Pets/Idempotency.js"
+import { isSamePayload, outcomeOf } from "../src/Pets/Idempotency.js"
 import { describeBackends, describePostgres } from "./support/backends.js"
 import { Outage, OutageSqlLive } from "./support/outage.js"
 import { type App, appOn, appOnDatabase, appWith, countPets, createRequest, json } from "./support/retries.js"
@@ -83,6 +84,15 @@ describe("the Idempotency-Key header", () => {
     expect(isSamePayload({ name: "Rex", categoryId: 3, status: "sold" }, pet)).toBe(false)
     expect(isSamePayload({ name: "Rex", categoryId: 4, status: "available" }, pet)).toBe(false)
     expect(isSamePayload({ name: "Max", categoryId: 3, status: "available" }, pet)).toBe(false)
+  })
+
+  it("tells the client what the store found: the pet made now or before, 409 while the key is held, 422 for another payload", () => {
+    const pet = { id: PetId.make(7), name: "Rex", categoryId: 3, status: "available" } as const
+    const sent = { name: "Rex", categoryId: 3, status: "available" } as const
+    expect(outcomeOf(sent, { _tag: "Created", pet })).toEqual(Exit.succeed({ _tag: "Created", pet }))
+    expect(outcomeOf(sent, { _tag: "Recorded", pet })).toEqual(Exit.succeed({ _tag: "Replayed", pet }))
+    expect(outcomeOf({ ...sent, status: "sold" }, { _tag: "Recorded", pet })).toEqual(Exit.fail(idempotencyKeyReused()))
+    expect(outcomeOf(sent, { _tag: "InUse" })).toEqual(Exit.fail(idempotencyKeyInUse()))
   })
 })
 

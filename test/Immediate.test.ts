@@ -16,7 +16,14 @@ import {
   serviceNow,
   tryNow
 } from "../src/Immediate.js"
-import { addResponseHeaders, AnswerHeaders, tapAnswerHeaders, tapResponseHeaders } from "../src/ResponseHeaders.js"
+import {
+  addResponseHeaders,
+  type Answer,
+  AnswerHeaders,
+  answerWith,
+  tapAnswerHeaders,
+  tapResponseHeaders
+} from "../src/ResponseHeaders.js"
 
 describe("effects that may already be done", () => {
   it.effect("stay done when they are, and compose as usual when they are not", () =>
@@ -168,6 +175,35 @@ describe("a call at once", () => {
         () => tapResponseHeaders(Effect.zipRight(Effect.yieldNow(), Effect.failCause(both)), headersOf.onSuccess)
       )
       expect(yield* Effect.exit(Effect.provide(mixedLater, mixed.context))).toEqual(Exit.failCause(both))
+    }))
+
+  it.effect("answers with the outcome decided from another and its headers, in one step, at once when it is done", () =>
+    Effect.gen(function*() {
+      // A count found: 0 is refused, any other is answered as its double with a header naming it.
+      const decide = (exit: Exit.Exit<number, string>): Answer<number, string> =>
+        Exit.isFailure(exit)
+          ? [exit, { "retry-after": "1" }]
+          : exit.value === 0
+          ? [Exit.fail("none"), undefined]
+          : [Exit.succeed(exit.value * 2), { "x-n": String(exit.value) }]
+      const found = requestContext()
+      expect(callAtOnce(found.context, () => answerWith(Exit.succeed(3), decide))).toEqual(Exit.succeed(6))
+      expect(found.headers).toEqual({ "x-n": "3" })
+      const none = requestContext()
+      expect(callAtOnce(none.context, () => answerWith(Exit.succeed(0), decide))).toEqual(Exit.fail("none"))
+      expect(none.headers).toEqual({})
+      const failed = requestContext()
+      expect(callAtOnce(failed.context, () => answerWith(Exit.fail("busy"), decide))).toEqual(Exit.fail("busy"))
+      expect(failed.headers).toEqual({ "retry-after": "1" })
+      // Not done yet: decided when it ends, in a fiber with the request's context.
+      const waited = requestContext()
+      const later = callAtOnce(
+        waited.context,
+        () => answerWith(Effect.zipRight(Effect.yieldNow(), Exit.succeed(4)), decide)
+      )
+      expect(Exit.isExit(later)).toBe(false)
+      expect(yield* Effect.provide(later, waited.context)).toBe(8)
+      expect(waited.headers).toEqual({ "x-n": "4" })
     }))
 
   it("ends with its call: a defect thrown is its exit, and a call nested in it leaves it as it was", () => {

@@ -5,19 +5,19 @@
  * functions.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
 import { BASE_PATH, ServedApi } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
-import { NotFound } from "../Domain/Errors.js"
+import { type IdempotencyKeyInUse, type IdempotencyKeyReused, NotFound } from "../Domain/Errors.js"
 import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet } from "../Domain/Pet.js"
 import { flatMapNow, mapNow, serviceNow } from "../Immediate.js"
-import { tapAnswerHeaders, tapResponseHeaders } from "../ResponseHeaders.js"
+import { type Answer, answerWith, tapResponseHeaders } from "../ResponseHeaders.js"
 import type { GroupHandlers } from "../Serving/Handlers.js"
 import { layerDirect } from "../Serving/Middleware.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
-import { Idempotency, type IdempotentOutcome, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
-import { PetsRepo } from "./Repo.js"
+import { Idempotency, outcomeOf, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
+import { type CreateOnceResult, PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
 
@@ -27,14 +27,23 @@ const IN_USE_HEADERS: Readonly<Record<string, string>> = { "retry-after": String
 /** The address of a pet (`Location` of its 201). */
 const locationOf = (pet: Pet) => `${PETS_PATH}/${pet.id}`
 
-/** The headers of an idempotent create's answer: the pet's `Location`, a replay said so; a 409's `Retry-After`. */
-const CREATE_ONCE_HEADERS = {
-  onSuccess: (outcome: IdempotentOutcome) =>
-    outcome._tag === "Created"
-      ? { location: locationOf(outcome.pet) }
-      : { location: locationOf(outcome.pet), "idempotent-replayed": "true" },
-  onFailure: (error: { readonly _tag: string }) => error._tag === "IdempotencyKeyInUse" ? IN_USE_HEADERS : undefined
-}
+/**
+ * An idempotent create's answer, from what the store found (a database failure is a 503 by then): the outcome that
+ * means for the client (`outcomeOf`), with the pet's `Location` (a replay said so) or a 409's `Retry-After`.
+ */
+const answerOnce =
+  (payload: NewPet) =>
+  <E>(stored: Exit.Exit<CreateOnceResult, E>): Answer<Pet, E | IdempotencyKeyInUse | IdempotencyKeyReused> => {
+    if (Exit.isFailure(stored)) return [stored as Exit.Exit<never, E>, undefined]
+    const outcome = outcomeOf(payload, stored.value)
+    if (Exit.isSuccess(outcome)) {
+      const { _tag, pet } = outcome.value
+      const location = locationOf(pet)
+      return [Exit.succeed(pet), _tag === "Created" ? { location } : { location, "idempotent-replayed": "true" }]
+    }
+    const inUse = Option.exists(Cause.failureOption(outcome.cause), (error) => error._tag === "IdempotencyKeyInUse")
+    return [outcome as Exit.Exit<never, IdempotencyKeyInUse | IdempotencyKeyReused>, inUse ? IN_USE_HEADERS : undefined]
+  }
 
 /** The `Link` to the page after `last`, keeping the query's limit and status filter. */
 export const nextPageLink = (query: ListPetsQuery & { readonly limit: number }, last: Pet): string => {
@@ -57,11 +66,7 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
       flatMapNow(
         serviceNow(CurrentApiKey),
         (apiKey) =>
-          idempotency.create({ scope: apiKey.id, key, pet: payload }).pipe(
-            orUnavailable,
-            (created) => tapAnswerHeaders(created, CREATE_ONCE_HEADERS),
-            mapNow((outcome) => outcome.pet)
-          )
+          answerWith(orUnavailable(idempotency.create({ scope: apiKey.id, key, pet: payload })), answerOnce(payload))
       )
 
     return {

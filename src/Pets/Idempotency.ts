@@ -19,7 +19,7 @@ import {
   idempotencyKeyReused
 } from "../Domain/Errors.js"
 import type { NewPet, Pet } from "../Domain/Pet.js"
-import { PetsRepo } from "./Repo.js"
+import { type CreateOnceResult, PetsRepo } from "./Repo.js"
 
 /** `IDEMPOTENCY_TTL`: how long a create's answer is kept for its retries (a duration: `24h`, `90 minutes`). */
 export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
@@ -49,6 +49,30 @@ export const isSamePayload = (pet: NewPet, created: Pet): boolean =>
 /** The outcome of an idempotent create, for the handler to answer: the pet made now, or the one made before. */
 export type IdempotentOutcome = { readonly _tag: "Created" | "Replayed"; readonly pet: Pet }
 
+/**
+ * What an idempotent create's result means for the client who sent `pet`: the pet made now; the pet made before for a
+ * retry with the same payload (`Replayed`); 409 while the create that holds the key is still running; 422 when it had
+ * another payload. An `Exit`, known at once: the handler applies it in the step that adds the answer's headers
+ * (`ResponseHeaders.answerWith`), so a create with a key takes its fiber no more steps than one without. A step of this
+ * service's own and the handler's map to the pet had cost a keyed create 1.4 µs and 2.7 KB under wrk
+ * (`docs/retries-and-limits.md`).
+ */
+export const outcomeOf = (
+  pet: NewPet,
+  result: CreateOnceResult
+): Exit.Exit<IdempotentOutcome, IdempotencyKeyInUse | IdempotencyKeyReused> => {
+  switch (result._tag) {
+    case "Created":
+      return Exit.succeed(result)
+    case "InUse":
+      return Exit.fail(idempotencyKeyInUse())
+    case "Recorded":
+      return isSamePayload(pet, result.pet)
+        ? Exit.succeed({ _tag: "Replayed", pet: result.pet })
+        : Exit.fail(idempotencyKeyReused())
+  }
+}
+
 export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency", {
   scoped: Effect.gen(function*() {
     const repo = yield* PetsRepo
@@ -77,27 +101,14 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
     )
 
     /**
-     * Creates the pet once for this (scope, key): the pet, or the one that the create which used the key first made.
-     * Fails with 409 while that create is still running, 422 when it had another payload.
+     * Creates the pet once for this (scope, key): what the store found — the pet made now, the one that the create
+     * which used the key first made, or the key held by a create still running. `outcomeOf` says what that means for
+     * the client.
      */
     const create = (options: { readonly scope: string; readonly key: string; readonly pet: NewPet }) => {
       // Read when the effect is made: a create's effect is made for its request and run once.
       const now = clock.unsafeCurrentTimeMillis()
-      return Effect.flatMap(
-        repo.createOnce({ ...options, now, expiresAt: now + ttlMillis }),
-        (result): Effect.Effect<IdempotentOutcome, IdempotencyKeyInUse | IdempotencyKeyReused> => {
-          switch (result._tag) {
-            case "Created":
-              return Exit.succeed(result)
-            case "InUse":
-              return Exit.fail(idempotencyKeyInUse())
-            case "Recorded":
-              return isSamePayload(options.pet, result.pet)
-                ? Exit.succeed({ _tag: "Replayed", pet: result.pet })
-                : Exit.fail(idempotencyKeyReused())
-          }
-        }
-      )
+      return repo.createOnce({ ...options, now, expiresAt: now + ttlMillis })
     }
 
     return { create, prune, ttl } as const
