@@ -5,7 +5,7 @@
  * functions.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Effect, Exit, Option } from "effect"
 import { BASE_PATH, ServedApi } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { type IdempotencyKeyInUse, type IdempotencyKeyReused, NotFound } from "../Domain/Errors.js"
@@ -36,13 +36,13 @@ const answerOnce =
   <E>(stored: Exit.Exit<CreateOnceResult, E>): Answer<Pet, E | IdempotencyKeyInUse | IdempotencyKeyReused> => {
     if (Exit.isFailure(stored)) return [stored as Exit.Exit<never, E>, undefined]
     const outcome = outcomeOf(payload, stored.value)
-    if (Exit.isSuccess(outcome)) {
-      const { _tag, pet } = outcome.value
-      const location = locationOf(pet)
-      return [Exit.succeed(pet), _tag === "Created" ? { location } : { location, "idempotent-replayed": "true" }]
+    if (Exit.isFailure(outcome)) {
+      const refused = outcome as Exit.Exit<never, IdempotencyKeyInUse | IdempotencyKeyReused>
+      return [refused, stored.value._tag === "InUse" ? IN_USE_HEADERS : undefined]
     }
-    const inUse = Option.exists(Cause.failureOption(outcome.cause), (error) => error._tag === "IdempotencyKeyInUse")
-    return [outcome as Exit.Exit<never, IdempotencyKeyInUse | IdempotencyKeyReused>, inUse ? IN_USE_HEADERS : undefined]
+    const { _tag, pet } = outcome.value
+    const location = locationOf(pet)
+    return [Exit.succeed(pet), _tag === "Created" ? { location } : { location, "idempotent-replayed": "true" }]
   }
 
 /** The `Link` to the page after `last`, keeping the query's limit and status filter. */
