@@ -1,10 +1,10 @@
 /**
  * The catalogue's storage. Standard SQL only (`INSERT … RETURNING`, keyset pages on the primary key), the same
  * statements on both backends but for pruning expired idempotency records (SQLite walks the ids, PostgreSQL uses its
- * index on the expiry: migration 0006). On PostgreSQL they go through `@effect/sql` and rows are decoded into the `Pet` the API
- * answers with (its BIGINTs arrive as strings). On SQLite they are prepared once on the database itself — the reads on
- * the reading connection, the insert on the writer's, run in its group commit — and their rows are already `Pet`s
- * (INTEGER ids, NOT NULL columns, a CHECK on status), so they are not decoded again.
+ * index on the expiry: migration 0006). On PostgreSQL they go through `@effect/sql` and rows are decoded into the
+ * `Pet` the API answers with (its BIGINTs arrive as strings). On SQLite they are prepared once on the database itself
+ * — the reads on the reading connection, the insert on the writer's, run in its group commit — and their rows are
+ * already `Pet`s (INTEGER ids, NOT NULL columns, a CHECK on status), so they are not decoded again.
  */
 import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import type { Database } from "bun:sqlite"
