@@ -54,6 +54,18 @@ export interface Server {
   readonly routes: Record<string, BunRouteHandler>
 }
 
+/** A HEAD to the server's own routes, as the GET the app serves (the app alone would drop the body's headers). */
+const asGet = (request: Request): Request =>
+  new Request(request.url, { method: "GET", headers: request.headers, signal: request.signal })
+
+/** The app's answer to that GET as the HEAD's: its headers and the length of its body, without the body. */
+const withoutBody = async ({ annotations, response }: AppAnswer): Promise<AppAnswer> => {
+  const length = (await response.arrayBuffer()).byteLength
+  const headers = new Headers(response.headers)
+  headers.set("content-length", String(length))
+  return { response: new Response(null, { status: response.status, headers }), annotations }
+}
+
 const isAppAnswer = (served: Served): served is AppAnswer => "response" in served
 
 export const makeServer = (options: ServerOptions): Server => {
@@ -85,7 +97,12 @@ export const makeServer = (options: ServerOptions): Server => {
       if (origin !== undefined) Object.assign(headers, origin)
       headers["x-request-id"] = requestId
       if (served.body === null) delete headers["content-type"]
-      response = new Response(request.method === "HEAD" ? null : served.body, { status: served.status, headers })
+      if (request.method !== "HEAD") response = new Response(served.body, { status: served.status, headers })
+      else {
+        // A HEAD answers the GET's headers, its length among them, without its body (RFC 9110 §9.3.2).
+        headers["content-length"] = String(served.body === null ? 0 : Buffer.byteLength(served.body))
+        response = new Response(null, { status: served.status, headers })
+      }
     }
     log(request, response.status, started, served.annotations, requestId, observed?.parentSpan)
     observed?.end(response.status, served.annotations.keyId as string | undefined)
@@ -164,6 +181,11 @@ export const makeServer = (options: ServerOptions): Server => {
     // The server's own routes take no body; the gate refuses one as it does for the API.
     const plan = Gate.bodyPlan(method, request.headers)
     if (plan !== "none" && plan !== "read") return refuse(request, requestId, started, plan, observed)
+    if (method === "HEAD") {
+      return app(asGet(request), requestId, observed?.parentSpan).then(withoutBody).then((served) =>
+        respond(request, requestId, started, served, observed)
+      )
+    }
     return app(request, requestId, observed?.parentSpan).then((served) =>
       respond(request, requestId, started, served, observed)
     )
