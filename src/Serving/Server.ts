@@ -86,7 +86,12 @@ export const makeServer = (options: ServerOptions): Server => {
       headers.set("x-request-id", requestId)
       headers.set("x-content-type-options", PROTECTIVE_HEADERS["x-content-type-options"])
       if (!headers.has("cache-control")) headers.set("cache-control", PROTECTIVE_HEADERS["cache-control"])
-      if (origin !== undefined) { for (const name in origin) headers.set(name, origin[name]) }
+      if (origin !== undefined) {
+        for (const name in origin) {
+          if (name === "vary") headers.append(name, origin[name])
+          else headers.set(name, origin[name])
+        }
+      }
     } else {
       // The answer's own headers object (made for this request): the protective headers where it has none of its own.
       const headers = served.headers
@@ -94,7 +99,11 @@ export const makeServer = (options: ServerOptions): Server => {
         headers["x-content-type-options"] = PROTECTIVE_HEADERS["x-content-type-options"]
       }
       if (!("cache-control" in headers)) headers["cache-control"] = PROTECTIVE_HEADERS["cache-control"]
-      if (origin !== undefined) Object.assign(headers, origin)
+      if (origin !== undefined) {
+        for (const name in origin) {
+          headers[name] = name === "vary" && "vary" in headers ? `${headers.vary}, ${origin[name]}` : origin[name]
+        }
+      }
       headers["x-request-id"] = requestId
       if (served.body === null) delete headers["content-type"]
       if (request.method !== "HEAD") response = new Response(served.body, { status: served.status, headers })
@@ -167,7 +176,14 @@ export const makeServer = (options: ServerOptions): Server => {
       )
       const headers = cors.preflightHeaders(request.headers.get("origin"), entry.methods, declared)
       if (headers !== undefined) {
-        const preflight = new Response(null, { status: 204, headers: { ...headers, "x-request-id": requestId } })
+        const preflight = new Response(null, {
+          status: 204,
+          headers: {
+            ...headers,
+            "x-content-type-options": PROTECTIVE_HEADERS["x-content-type-options"],
+            "x-request-id": requestId
+          }
+        })
         log(request, 204, started, undefined, requestId, observed?.parentSpan)
         observed?.end(204, undefined)
         return preflight
