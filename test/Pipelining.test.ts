@@ -4,20 +4,19 @@
  * request may have been served (oven-sh/bun PR #38128). Not petstore's to patch: `docs/operations.md` tells operators to put a
  * proxy in front when clients pipeline. This test pins Bun's behaviour so that the day it changes, it says so.
  */
-import { describe, expect, it } from "@effect/vitest"
+import { expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as Sql from "../src/Sql.js"
-import { SQLite } from "./support/backends.js"
-import { testServerOn } from "./support/http.js"
+import { describeBackends } from "./support/backends.js"
+import { testServer } from "./support/http.js"
 import { listening, requestText, sendRaw } from "./support/wire.js"
 
 const FIXED = "Bun now answers a request pipelined behind a pending one (oven-sh/bun PR #38128 landed?): " +
   "update the pipelining paragraph of docs/operations.md, then this test"
 
-describe("pipelining on Bun's listener", () => {
-  it.scoped("a request pipelined behind a pending create: the connection is closed, neither is answered", () =>
+describeBackends((backend) => {
+  it.scoped("Bun's listener, a request pipelined behind a pending create: the connection closes, neither is answered", () =>
     Effect.gen(function*() {
-      const server = yield* Effect.flatMap(SQLite.freshDatabase, (url) => testServerOn(Sql.layer(url)))
+      const server = yield* testServer(backend)
       const port = yield* listening(server.handler)
       const auth = { authorization: `Bearer ${server.key}`, connection: "keep-alive" }
       // One write: the create (pending while its body is read and its row committed), then a second request.
