@@ -36,7 +36,7 @@ export const RETRY_AFTER_IN_USE_SECONDS = 1
 const PRUNE_BATCH = 500
 const PRUNE_PAUSE = Duration.millis(10)
 /**
- * How often expired records are looked for: every TTL, but at most every minute and at least every second. An expired
+ * How often expired records are looked for: every TTL, kept between once a second and once a minute. An expired
  * record already counts as absent, so pruning only gives its room back: a TTL of a few milliseconds does not make an
  * idle server prune all the time.
  */

@@ -66,6 +66,18 @@ const withoutBody = async ({ annotations, response }: AppAnswer): Promise<AppAns
   return { response: new Response(null, { status: response.status, headers }), annotations }
 }
 
+/** The CORS headers over an answer's own: `Vary` added to the answer's (`/docs` varies by encoding), the others set. */
+const addCors = (
+  cors: Readonly<Record<string, string>>,
+  get: (name: string) => string | null | undefined,
+  set: (name: string, value: string) => void
+) => {
+  for (const name in cors) {
+    const own = name === "vary" ? get(name) : undefined
+    set(name, own === undefined || own === null ? cors[name] : `${own}, ${cors[name]}`)
+  }
+}
+
 const isAppAnswer = (served: Served): served is AppAnswer => "response" in served
 
 export const makeServer = (options: ServerOptions): Server => {
@@ -86,12 +98,7 @@ export const makeServer = (options: ServerOptions): Server => {
       headers.set("x-request-id", requestId)
       headers.set("x-content-type-options", PROTECTIVE_HEADERS["x-content-type-options"])
       if (!headers.has("cache-control")) headers.set("cache-control", PROTECTIVE_HEADERS["cache-control"])
-      if (origin !== undefined) {
-        for (const name in origin) {
-          if (name === "vary") headers.append(name, origin[name])
-          else headers.set(name, origin[name])
-        }
-      }
+      if (origin !== undefined) addCors(origin, (name) => headers.get(name), (name, value) => headers.set(name, value))
     } else {
       // The answer's own headers object (made for this request): the protective headers where it has none of its own.
       const headers = served.headers
@@ -99,11 +106,7 @@ export const makeServer = (options: ServerOptions): Server => {
         headers["x-content-type-options"] = PROTECTIVE_HEADERS["x-content-type-options"]
       }
       if (!("cache-control" in headers)) headers["cache-control"] = PROTECTIVE_HEADERS["cache-control"]
-      if (origin !== undefined) {
-        for (const name in origin) {
-          headers[name] = name === "vary" && "vary" in headers ? `${headers.vary}, ${origin[name]}` : origin[name]
-        }
-      }
+      if (origin !== undefined) addCors(origin, (name) => headers[name], (name, value) => headers[name] = value)
       headers["x-request-id"] = requestId
       if (served.body === null) delete headers["content-type"]
       if (request.method !== "HEAD") response = new Response(served.body, { status: served.status, headers })
