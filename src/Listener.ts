@@ -110,11 +110,14 @@ export const ListenerLive = (options: ListenOptions) =>
     )
   }))
 
+/** The API's listener could not start; the message names the settings that chose its address. */
 export class ListenError extends Error {
   readonly _tag = "ListenError"
   constructor(options: { readonly host: string; readonly port: number; readonly cause: unknown }) {
     super(
-      `Cannot listen on ${options.host}:${options.port}: ${String((options.cause as Error)?.message ?? options.cause)}`
+      `Cannot listen on ${options.host}:${options.port} (HOST:PORT, or --host and --port): ${
+        String((options.cause as Error)?.message ?? options.cause)
+      }`
     )
   }
 }

@@ -56,6 +56,27 @@ describe("CORS", () => {
       expect(stranger.headers.get("access-control-allow-origin")).toBeNull()
     }))
 
+  it.scoped("with CORS_ORIGINS, a preflight carries nosniff and every answer says Vary: Origin, whatever its origin", () =>
+    Effect.gen(function*() {
+      for (const origins of [[APP], ["*"]]) {
+        const server = yield* testServerOn(Sql.SqlTest, { corsOrigins: origins })
+        const answered = yield* Effect.promise(() => server.fetch("/v1/pets", preflight))
+        expect(answered.status).toBe(204)
+        expect(answered.headers.get("x-content-type-options")).toBe("nosniff")
+        expect(answered.headers.get("vary")).toBe("Origin")
+        const auth = { authorization: `Bearer ${server.key}` }
+        for (const headers of [auth, { ...auth, origin: "https://evil.example.test" }, { ...auth, origin: APP }, {}]) {
+          for (const path of ["/v1/pets", "/v1/pets/1", "/healthz", "/nowhere"]) {
+            const response = yield* Effect.promise(() => server.fetch(path, { headers }))
+            expect(response.headers.get("vary"), `${origins} ${path} ${JSON.stringify(headers)}`).toBe("Origin")
+          }
+        }
+        // An answer that varies by more keeps what it says.
+        const docs = yield* Effect.promise(() => server.fetch("/docs", { headers: { "accept-encoding": "gzip" } }))
+        expect(docs.headers.get("vary")).toBe("Accept-Encoding, Origin")
+      }
+    }))
+
   it.scoped("CORS_ORIGINS=* allows any origin", () =>
     Effect.gen(function*() {
       const server = yield* testServerOn(Sql.SqlTest, { corsOrigins: ["*"] })

@@ -239,6 +239,23 @@ describeBackends((backend) => {
         expect(yield* countPets(app)).toBe(2)
       }))
 
+    it.scoped("a TTL under a second: records expire at once, and are pruned once a second, not every TTL", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend, { IDEMPOTENCY_TTL: "1 millis" })
+        const records = Effect.map(
+          app.sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM pets WHERE idempotency_key IS NOT NULL`,
+          (rows) => Number(rows[0].n)
+        ).pipe(Effect.orDie)
+        expect((yield* create(app, REX, "brief")).status).toBe(201)
+        yield* TestClock.adjust("999 millis")
+        // Expired hundreds of times over, not yet pruned; already absent for a create.
+        expect(yield* records).toBe(1)
+        const again = yield* create(app, REX, "brief")
+        expect(again.headers.get("idempotent-replayed")).toBeNull()
+        yield* TestClock.adjust("1 second")
+        yield* eventually(Effect.map(records, (n) => n === 0))
+      }))
+
     it.scoped("an expired record not yet pruned does not count either", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend, { IDEMPOTENCY_TTL: "1 hour" })

@@ -13,6 +13,7 @@ import { PetsRepo } from "../src/Pets/Repo.js"
 import { describePostgres, SQLite } from "./support/backends.js"
 import { makeTestServer } from "./support/http.js"
 import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
+import { parseHead, requestText, sendRaw } from "./support/wire.js"
 
 const scrape = (port: number) =>
   Effect.promise(async () => {
@@ -121,6 +122,12 @@ describe("metrics", () => {
         expect(elsewhere.status).toBe(404)
         const posted = yield* Effect.promise(() => fetch(`http://127.0.0.1:${port}/metrics`, { method: "POST" }))
         expect(posted.status).toBe(405)
+        // A HEAD: the GET's headers, a length, no body.
+        const head = parseHead((yield* sendRaw(port, requestText("HEAD", "/metrics"))).bytes)
+        expect(head.status).toBe(200)
+        expect(head.headers["content-type"]).toBe("text/plain; version=0.0.4; charset=utf-8")
+        expect(Number(head.headers["content-length"])).toBeGreaterThan(100)
+        expect(head.rest.length).toBe(0)
       }).pipe(Effect.provide(repositoriesOn(url)), withEnvironment({ METRICS_ADDRESS: `127.0.0.1:${port}` }))
       const api = yield* makeTestServer
       expect((yield* Effect.promise(() => api.fetch("/metrics"))).status).toBe(404)

@@ -18,7 +18,12 @@ const answer = (request: Request): Response => {
     return new Response("Method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } })
   }
   refreshProcessMetrics()
-  return new Response(request.method === "HEAD" ? null : render(), { headers: { "content-type": CONTENT_TYPE } })
+  const text = render()
+  if (request.method === "GET") return new Response(text, { headers: { "content-type": CONTENT_TYPE } })
+  // A HEAD: the GET's headers, its length among them, without the body (RFC 9110 §9.3.2).
+  return new Response(null, {
+    headers: { "content-type": CONTENT_TYPE, "content-length": String(Buffer.byteLength(text)) }
+  })
 }
 
 /** Serves the metrics for the life of the layer; it closes after the layers that depend on it (the API's drain). */

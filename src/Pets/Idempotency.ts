@@ -35,8 +35,13 @@ export const RETRY_AFTER_IN_USE_SECONDS = 1
 /** How much one step of pruning looks at (`PetsRepo.releaseExpired`), and the pause between steps. */
 const PRUNE_BATCH = 500
 const PRUNE_PAUSE = Duration.millis(10)
-/** How often expired records are looked for: at most every minute, more often for a TTL under a minute. */
-const pruneInterval = (ttl: Duration.Duration) => Duration.min(ttl, Duration.minutes(1))
+/**
+ * How often expired records are looked for: every TTL, kept between once a second and once a minute. An expired
+ * record already counts as absent, so pruning only gives its room back: a TTL of a few milliseconds does not make an
+ * idle server prune all the time.
+ */
+const pruneInterval = (ttl: Duration.Duration) =>
+  Duration.clamp(ttl, { minimum: Duration.seconds(1), maximum: Duration.minutes(1) })
 
 /**
  * Whether a retry sends what the create that used its key first sent: the decoded payload (the name trimmed, the

@@ -2,8 +2,9 @@
  * The HttpApi app as the server uses it: for the server's own routes (and, in the tests that compare the two, for the
  * endpoints the pipeline serves). Its requests run on the same runtime, with the same request context for the log.
  */
-import { type HttpApp, HttpApp as App, type HttpRouter } from "@effect/platform"
-import { Context, type Runtime, Tracer } from "effect"
+import { type HttpApp, HttpApp as App, HttpMiddleware, type HttpRouter } from "@effect/platform"
+import { Context, Runtime, Tracer } from "effect"
+import { constTrue } from "effect/Function"
 import { RequestLogContext } from "../Logging.js"
 import type { PipelineRequest } from "./RequestInput.js"
 import type { AppAnswer } from "./Server.js"
@@ -15,7 +16,11 @@ export const makeAppServer = (
   runtime: Runtime.Runtime<HttpRouter.HttpRouter.DefaultServices>,
   app: HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
 ): AppServer => {
-  const handler = App.toWebHandlerRuntime(runtime)(app)
+  // The platform's tracer off: the request already has its server span (`Observability/Observe.ts`), and that tracer
+  // would add a second one, with the query string and the request's headers, under a `traceparent` it adopts as sent.
+  const handler = App.toWebHandlerRuntime(
+    Runtime.setFiberRef(runtime, HttpMiddleware.currentTracerDisabledWhen, constTrue)
+  )(app)
   return (request, requestId, parentSpan) => {
     const log = { requestId, annotations: {} }
     const context = Context.make(RequestLogContext, log)

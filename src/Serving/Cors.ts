@@ -2,7 +2,8 @@
  * CORS (the Fetch standard's protocol), on when `CORS_ORIGINS` is set: a preflight to a served path is answered
  * without a key, with the methods the route table gives that path; every other answer to an allowed origin names it
  * and exposes the headers a client reads. An origin that is not allowed gets answers without CORS headers (the
- * browser then withholds them from the page).
+ * browser then withholds them from the page). Every answer says `Vary: Origin`, those to a request without an
+ * `Origin` or from an origin not allowed too: a cache must not hand an answer made for one origin to another.
  */
 
 /** The response headers a browser client may read. */
@@ -25,9 +26,12 @@ const ALLOWED_HEADERS = ["authorization", "content-type", "x-request-id"]
 
 const MAX_AGE_SECONDS = "600"
 
+/** What every answer says while CORS is on, whatever its origin. */
+const VARY = { vary: "Origin" } as const
+
 export interface Cors {
-  /** The headers every answer to this origin carries (none for an origin that is not allowed). */
-  readonly headersFor: (origin: string | null) => Readonly<Record<string, string>> | undefined
+  /** The headers every answer to this origin carries (`Vary` alone without an origin or for one not allowed). */
+  readonly headersFor: (origin: string | null) => Readonly<Record<string, string>>
   /** Whether the request is a preflight. */
   readonly isPreflight: (method: string, headers: Headers) => boolean
   /** The headers of the 204 answering a preflight to a path that answers these methods and declares these headers. */
@@ -42,21 +46,23 @@ export interface Cors {
 export const makeCors = (origins: ReadonlyArray<string>): Cors => {
   const any = origins.includes("*")
   const allowed = new Set(origins)
-  const headersFor = (origin: string | null) => {
-    if (origin === null) return undefined
-    if (any) return { "access-control-allow-origin": "*", "access-control-expose-headers": EXPOSED_HEADERS }
-    if (!allowed.has(origin)) return undefined
-    return { "access-control-allow-origin": origin, "access-control-expose-headers": EXPOSED_HEADERS, vary: "Origin" }
-  }
+  const allows = (origin: string | null): origin is string => origin !== null && (any || allowed.has(origin))
+  const headersFor = (origin: string | null): Readonly<Record<string, string>> =>
+    allows(origin)
+      ? {
+        "access-control-allow-origin": any ? "*" : origin,
+        "access-control-expose-headers": EXPOSED_HEADERS,
+        ...VARY
+      }
+      : VARY
   return {
     headersFor,
     isPreflight: (method, headers) =>
       method === "OPTIONS" && headers.has("origin") && headers.has("access-control-request-method"),
     preflightHeaders: (origin, methods, declaredHeaders) => {
-      const base = headersFor(origin)
-      if (base === undefined) return undefined
+      if (!allows(origin)) return undefined
       return {
-        ...base,
+        ...headersFor(origin),
         "access-control-allow-methods": methods.join(", "),
         "access-control-allow-headers": [...new Set([...ALLOWED_HEADERS, ...declaredHeaders])].join(", "),
         "access-control-max-age": MAX_AGE_SECONDS

@@ -54,6 +54,30 @@ export interface Server {
   readonly routes: Record<string, BunRouteHandler>
 }
 
+/** A HEAD to the server's own routes, as the GET the app serves (the app alone would drop the body's headers). */
+const asGet = (request: Request): Request =>
+  new Request(request.url, { method: "GET", headers: request.headers, signal: request.signal })
+
+/** The app's answer to that GET as the HEAD's: its headers and the length of its body, without the body. */
+const withoutBody = async ({ annotations, response }: AppAnswer): Promise<AppAnswer> => {
+  const length = (await response.arrayBuffer()).byteLength
+  const headers = new Headers(response.headers)
+  headers.set("content-length", String(length))
+  return { response: new Response(null, { status: response.status, headers }), annotations }
+}
+
+/** The CORS headers over an answer's own: `Vary` added to the answer's (`/docs` varies by encoding), the others set. */
+const addCors = (
+  cors: Readonly<Record<string, string>>,
+  get: (name: string) => string | null | undefined,
+  set: (name: string, value: string) => void
+) => {
+  for (const name in cors) {
+    const own = name === "vary" ? get(name) : undefined
+    set(name, own === undefined || own === null ? cors[name] : `${own}, ${cors[name]}`)
+  }
+}
+
 const isAppAnswer = (served: Served): served is AppAnswer => "response" in served
 
 export const makeServer = (options: ServerOptions): Server => {
@@ -74,7 +98,7 @@ export const makeServer = (options: ServerOptions): Server => {
       headers.set("x-request-id", requestId)
       headers.set("x-content-type-options", PROTECTIVE_HEADERS["x-content-type-options"])
       if (!headers.has("cache-control")) headers.set("cache-control", PROTECTIVE_HEADERS["cache-control"])
-      if (origin !== undefined) { for (const name in origin) headers.set(name, origin[name]) }
+      if (origin !== undefined) addCors(origin, (name) => headers.get(name), (name, value) => headers.set(name, value))
     } else {
       // The answer's own headers object (made for this request): the protective headers where it has none of its own.
       const headers = served.headers
@@ -82,10 +106,15 @@ export const makeServer = (options: ServerOptions): Server => {
         headers["x-content-type-options"] = PROTECTIVE_HEADERS["x-content-type-options"]
       }
       if (!("cache-control" in headers)) headers["cache-control"] = PROTECTIVE_HEADERS["cache-control"]
-      if (origin !== undefined) Object.assign(headers, origin)
+      if (origin !== undefined) addCors(origin, (name) => headers[name], (name, value) => headers[name] = value)
       headers["x-request-id"] = requestId
       if (served.body === null) delete headers["content-type"]
-      response = new Response(request.method === "HEAD" ? null : served.body, { status: served.status, headers })
+      if (request.method !== "HEAD") response = new Response(served.body, { status: served.status, headers })
+      else {
+        // A HEAD answers the GET's headers, its length among them, without its body (RFC 9110 §9.3.2).
+        headers["content-length"] = String(served.body === null ? 0 : Buffer.byteLength(served.body))
+        response = new Response(null, { status: served.status, headers })
+      }
     }
     log(request, response.status, started, served.annotations, requestId, observed?.parentSpan)
     observed?.end(response.status, served.annotations.keyId as string | undefined)
@@ -150,7 +179,14 @@ export const makeServer = (options: ServerOptions): Server => {
       )
       const headers = cors.preflightHeaders(request.headers.get("origin"), entry.methods, declared)
       if (headers !== undefined) {
-        const preflight = new Response(null, { status: 204, headers: { ...headers, "x-request-id": requestId } })
+        const preflight = new Response(null, {
+          status: 204,
+          headers: {
+            ...headers,
+            "x-content-type-options": PROTECTIVE_HEADERS["x-content-type-options"],
+            "x-request-id": requestId
+          }
+        })
         log(request, 204, started, undefined, requestId, observed?.parentSpan)
         observed?.end(204, undefined)
         return preflight
@@ -164,6 +200,11 @@ export const makeServer = (options: ServerOptions): Server => {
     // The server's own routes take no body; the gate refuses one as it does for the API.
     const plan = Gate.bodyPlan(method, request.headers)
     if (plan !== "none" && plan !== "read") return refuse(request, requestId, started, plan, observed)
+    if (method === "HEAD") {
+      return app(asGet(request), requestId, observed?.parentSpan).then(withoutBody).then((served) =>
+        respond(request, requestId, started, served, observed)
+      )
+    }
     return app(request, requestId, observed?.parentSpan).then((served) =>
       respond(request, requestId, started, served, observed)
     )

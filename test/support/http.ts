@@ -57,6 +57,7 @@ export const testServerOn = <E>(
     const client = yield* makeClient(fetch, key)
     return {
       fetch,
+      handler,
       key,
       keys,
       client,

@@ -1,0 +1,48 @@
+/**
+ * A listener that cannot start says which setting chose its address: `PORT` (or `--port`) for the API's,
+ * `METRICS_ADDRESS` for the metrics'.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Layer } from "effect"
+import { WebHandler } from "../src/Http.js"
+import { Lifecycle } from "../src/Lifecycle.js"
+import { ListenerLive } from "../src/Listener.js"
+import { MetricsServerLive } from "../src/Observability/MetricsServer.js"
+import type { Server } from "../src/Serving/Server.js"
+
+/** A loopback port some other listener holds for the life of the scope. */
+const takenPort = Effect.map(
+  Effect.acquireRelease(
+    Effect.sync(() => Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("someone else") })),
+    (server) => Effect.promise(() => server.stop(true))
+  ),
+  (server) => server.port!
+)
+
+const handler: Server = Object.assign(() => new Response(), { routes: {} })
+
+describe("a port already taken", () => {
+  it.scoped("the API's listener names HOST and PORT", () =>
+    Effect.gen(function*() {
+      const port = yield* takenPort
+      const error = yield* Layer.build(
+        ListenerLive({
+          host: "127.0.0.1",
+          port,
+          shutdownDelay: Duration.zero,
+          shutdownTimeout: Duration.seconds(1),
+          requestTimeout: Duration.seconds(15)
+        }).pipe(Layer.provide([Layer.succeed(WebHandler, handler), Lifecycle.Default]))
+      ).pipe(Effect.flip)
+      expect(error.message).toContain(`Cannot listen on 127.0.0.1:${port} (HOST:PORT, or --host and --port)`)
+      expect(error.message).toContain(`Is port ${port} in use?`)
+    }))
+
+  it.scoped("the metrics' listener names METRICS_ADDRESS", () =>
+    Effect.gen(function*() {
+      const port = yield* takenPort
+      const error = yield* Layer.build(MetricsServerLive({ hostname: "127.0.0.1", port })).pipe(Effect.flip)
+      expect(error.message).toContain(`METRICS_ADDRESS 127.0.0.1:${port}`)
+      expect(error.message).toContain(`Is port ${port} in use?`)
+    }))
+})
