@@ -86,13 +86,12 @@ const program = Effect.gen(function*() {
   const runSync = Runtime.runSync(handlerRuntime)
   const url = "http://127.0.0.1:8080/v1/pets/5000"
   const request = new Request(url, { headers })
-  const serverRequest = HttpServerRequest.fromWeb(request)
-  const pet = runSync(pets.getPet({ path: { petId: 5000 as never }, request: serverRequest }).pipe(Effect.orDie))
+  const pet = runSync(pets.getPet({ path: { petId: 5000 as never } }).pipe(Effect.orDie))
   const pipeline = makePipeline(runtime, [getPet], Duration.seconds(15))
   const emptyGet = { ...getPet, handler: () => Effect.succeed(pet) }
   const bareGet = { ...emptyGet, middleware: [] }
   const emptyPipeline = makePipeline(runtime, [emptyGet, bareGet], Duration.seconds(15))
-  const page = runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.orDie))
+  const page = runSync(pets.listPets({ urlParams: {} }).pipe(Effect.orDie))
 
   // A create with `bench/create.lua`'s body; with a fresh Idempotency-Key each, growing as `bench/create.lua`'s values.
   const createBody = JSON.stringify({ name: "  Bench Pet  ", categoryId: 7, status: "pending" })
@@ -141,7 +140,7 @@ const program = Effect.gen(function*() {
       cpu(() => {
         Gate.headRefusal(request.url, request.headers)
         Gate.targetRefusal(request.url)
-        Gate.bodyPlan(request.method, request.headers)
+        Gate.bodyPlan(false, request.method, request.headers)
       })
     ],
     ["route table: path and match", cpu(() => table.match(pathOf(request.url)))],
@@ -166,7 +165,7 @@ const program = Effect.gen(function*() {
       cpu(() => HttpServerRequest.fromWeb(request).headers)
     ],
     [
-      "the pipeline alone: get one (middleware, decode, handler called at once, encode: no fiber)",
+      "the pipeline alone: get one (decode, then middleware, handler and encode in a fiber)",
       cpu(() => pipeline(getPet, getInput))
     ],
     [
@@ -179,11 +178,11 @@ const program = Effect.gen(function*() {
     ],
     [
       "handler: get one, run in a fiber (its SQLite read included)",
-      cpu(() => runSync(pets.getPet({ path: { petId: 5000 as never }, request: serverRequest }).pipe(Effect.either)))
+      cpu(() => runSync(pets.getPet({ path: { petId: 5000 as never } }).pipe(Effect.either)))
     ],
     [
       "handler: list 20, run in a fiber (its SQLite read included)",
-      cpu(() => runSync(pets.listPets({ urlParams: {}, request: serverRequest }).pipe(Effect.either)))
+      cpu(() => runSync(pets.listPets({ urlParams: {} }).pipe(Effect.either)))
     ],
     ["encode: one pet", cpu(() => getPet.encodeSuccess(pet))],
     ["encode: 20 pets", cpu(() => listPets.encodeSuccess(page))],

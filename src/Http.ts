@@ -7,7 +7,7 @@ import { HttpApi, HttpApiBuilder, type HttpRouter, HttpServer } from "@effect/pl
 import { Context, type Duration, Effect, Layer, Option, Runtime, RuntimeFlags, Schema } from "effect"
 import { ServedApi, type Servers } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
-import { AuthorizationLive, BearerCheck } from "./Auth/Http.js"
+import { AuthorizationLive } from "./Auth/Http.js"
 import { DEFAULT_REQUEST_TIMEOUT } from "./Deadlines.js"
 import { RequestLog } from "./Logging.js"
 import { Observability } from "./Observability/Hooks.js"
@@ -17,7 +17,7 @@ import { handToApp, makeAppServer } from "./Serving/App.js"
 import { appErrors } from "./Serving/AppErrors.js"
 import { makeCors } from "./Serving/Cors.js"
 import { deriveRoutes } from "./Serving/Derive.js"
-import { ApiHandlers, apiHandlers } from "./Serving/Handlers.js"
+import { type AnyHandler, ApiHandlers } from "./Serving/Handlers.js"
 import { makePipeline } from "./Serving/Pipeline.js"
 import { makeRequestLogger, withRequestLoggers } from "./Serving/RequestLog.js"
 import { makeRouteTable } from "./Serving/RouteTable.js"
@@ -29,16 +29,16 @@ export const ApiLive = HttpApiBuilder.api(ServedApi).pipe(
   Layer.provide([AuthorizationLive, DeprecationLive])
 )
 
-/** The same handlers, by group, for the pipeline. */
+/** The same handlers, by group, for the engine. */
 export const ApiHandlersLive = Layer.effect(
   ApiHandlers,
-  Effect.map(PetsHandlers, (pets) => apiHandlers(ServedApi, { pets }))
+  Effect.map(PetsHandlers, (pets) => ({ pets: pets as unknown as Record<string, AnyHandler> }))
 )
 
 /** Everything that answers requests, given the repositories, the lifecycle and a SQL client. */
 export const RoutesLive = (servers: Servers) =>
   Layer.mergeAll(ApiLive, ApiHandlersLive, SystemRoutesLive(servers), DocsLive(servers)).pipe(
-    Layer.provideMerge(Layer.mergeAll(PetsHandlers.Default, BearerCheck.Default))
+    Layer.provideMerge(PetsHandlers.Default)
   )
 
 export interface AppOptions {

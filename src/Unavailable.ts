@@ -3,7 +3,7 @@
  * to the client. Kept out of `Domain/`, which a client imports without `@effect/sql`.
  */
 import type { SqlError } from "@effect/sql"
-import { Effect, Exit } from "effect"
+import { Effect } from "effect"
 import { unavailable } from "./Domain/Errors.js"
 import { addResponseHeaders } from "./ResponseHeaders.js"
 
@@ -15,10 +15,6 @@ export const UNAVAILABLE_HEADERS: Readonly<Record<string, string>> = {
   "retry-after": String(RETRY_AFTER_UNAVAILABLE_SECONDS)
 }
 
-// Made once, as `orUnavailable` wraps a statement of every request.
-const isSqlError = (error: unknown): error is SqlError.SqlError =>
-  (error as { readonly _tag?: unknown })._tag === "SqlError"
-
 /** A store the request needs did not answer: the cause goes to the log, the client gets a 503 with `Retry-After`. */
 export const answerUnavailable = (message: string, cause: unknown) =>
   Effect.logError(message, cause).pipe(
@@ -26,17 +22,10 @@ export const answerUnavailable = (message: string, cause: unknown) =>
     Effect.zipRight(Effect.fail(unavailable()))
   )
 
-const databaseFailure = (error: SqlError.SqlError) => answerUnavailable("database failure", error)
-
-/**
- * A database that does not answer is a 503 for the client; the cause goes to the log. A success already done is kept as it
- * is (`Immediate.ts`).
- */
+/** A database that does not answer is a 503 for the client; the cause goes to the log. */
 export const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
-  (Exit.isExit(effect) && Exit.isSuccess(effect)
-    ? effect
-    : Effect.catchIf(effect, isSqlError, databaseFailure)) as Effect.Effect<
-      A,
-      Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>,
-      R
-    >
+  Effect.catchIf(
+    effect,
+    (error): error is SqlError.SqlError => (error as { readonly _tag?: unknown })._tag === "SqlError",
+    (error) => answerUnavailable("database failure", error)
+  ) as Effect.Effect<A, Exclude<E, SqlError.SqlError> | ReturnType<typeof unavailable>, R>

@@ -89,10 +89,16 @@ describe("the Idempotency-Key header", () => {
   it("tells the client what the store found: the pet made now or before, 409 while the key is held, 422 for another payload", () => {
     const pet = { id: PetId.make(7), name: "Rex", categoryId: 3, status: "available" } as const
     const sent = { name: "Rex", categoryId: 3, status: "available" } as const
-    expect(outcomeOf(sent, { _tag: "Created", pet })).toEqual(Exit.succeed({ _tag: "Created", pet }))
-    expect(outcomeOf(sent, { _tag: "Recorded", pet })).toEqual(Exit.succeed({ _tag: "Replayed", pet }))
-    expect(outcomeOf({ ...sent, status: "sold" }, { _tag: "Recorded", pet })).toEqual(Exit.fail(idempotencyKeyReused()))
-    expect(outcomeOf(sent, { _tag: "InUse" })).toEqual(Exit.fail(idempotencyKeyInUse()))
+    expect(Effect.runSyncExit(outcomeOf(sent, { _tag: "Created", pet }))).toEqual(
+      Exit.succeed({ _tag: "Created", pet })
+    )
+    expect(Effect.runSyncExit(outcomeOf(sent, { _tag: "Recorded", pet }))).toEqual(
+      Exit.succeed({ _tag: "Replayed", pet })
+    )
+    expect(Effect.runSyncExit(outcomeOf({ ...sent, status: "sold" }, { _tag: "Recorded", pet }))).toEqual(
+      Exit.fail(idempotencyKeyReused())
+    )
+    expect(Effect.runSyncExit(outcomeOf(sent, { _tag: "InUse" }))).toEqual(Exit.fail(idempotencyKeyInUse()))
   })
 })
 

@@ -9,13 +9,13 @@ import { Context, Deferred, Duration, Effect, Either, FastCheck as fc, Layer, Op
 import { ServedApi } from "../src/Api.js"
 import { Authorization, CurrentApiKey } from "../src/Auth/Api.js"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
-import { AuthorizationLive, BearerCheck } from "../src/Auth/Http.js"
+import { AuthorizationLive } from "../src/Auth/Http.js"
 import { CreatePetHeaders } from "../src/Domain/Idempotency.js"
 import { RoutesLive, WebHandler, webHandlerFrom } from "../src/Http.js"
 import { Lifecycle } from "../src/Lifecycle.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { deriveRoutes } from "../src/Serving/Derive.js"
-import { ApiHandlers, apiHandlers, type GroupHandlers } from "../src/Serving/Handlers.js"
+import { ApiHandlers } from "../src/Serving/Handlers.js"
 import { queryOf } from "../src/Serving/Url.js"
 import * as Sql from "../src/Sql.js"
 import { describeBackends } from "./support/backends.js"
@@ -53,7 +53,7 @@ class WhoApi extends HttpApiGroup.make("who", { topLevel: true })
 {}
 const TestApi = HttpApi.make("test").add(WhoApi).prefix("/v1")
 
-const who: GroupHandlers<typeof TestApi, "who"> = {
+const who = {
   whoAmI: () => Effect.map(CurrentApiKey, (key) => ({ keyId: key.id }))
 }
 
@@ -62,8 +62,8 @@ const testRoutes = Layer.mergeAll(
     Layer.provide(HttpApiBuilder.group(TestApi, "who", (handlers) => handlers.handle("whoAmI", who.whoAmI))),
     Layer.provide(AuthorizationLive)
   ),
-  Layer.succeed(ApiHandlers, apiHandlers(TestApi, { who }))
-).pipe(Layer.provide(BearerCheck.Default))
+  Layer.succeed(ApiHandlers, { who })
+)
 
 describe("a handler reading what middleware provide", () => {
   it.scoped("reads CurrentApiKey alike through the pipeline, the HttpApi app and Bun's routes", () =>
@@ -229,9 +229,9 @@ const HeadersTestApi = HttpApi.make("headers").add(HeadersApi)
 describe("the headers", () => {
   const derived = deriveRoutes(
     HeadersTestApi as unknown as HttpApi.HttpApi.AnyWithProps,
-    apiHandlers(HeadersTestApi, {
+    {
       headers: { named: () => Effect.succeed("ok"), keyed: () => Effect.succeed("ok"), any: () => Effect.succeed("ok") }
-    }),
+    },
     Context.empty()
   )
 

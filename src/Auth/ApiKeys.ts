@@ -103,12 +103,13 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         return writeLastUsed
       })
     )
-    const noteUse = (id: ApiKeyId, at: number): Effect.Effect<void> => {
-      if (!unwritten.has(id)) unwritten.set(id, new Date(at).toISOString())
-      if (writeScheduled) return Effect.void
-      writeScheduled = true
-      return Effect.asVoid(Effect.forkIn(writeLater, scope))
-    }
+    const noteUse = (id: ApiKeyId, at: number): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (!unwritten.has(id)) unwritten.set(id, new Date(at).toISOString())
+        if (writeScheduled) return Effect.void
+        writeScheduled = true
+        return Effect.asVoid(Effect.forkIn(writeLater, scope))
+      })
 
     const create = (name: string) =>
       Effect.gen(function*() {
@@ -126,31 +127,32 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       )
 
     /**
-     * The key a bearer token stands for, if it is a known, unrevoked key. Runs on every request: a plain chain of
-     * steps, without a span (a span per request costs more than the lookup itself).
+     * The key a bearer token stands for, if it is a known, unrevoked key. Runs on every request: without a span (a
+     * span per request costs more than the lookup itself).
      */
     const authenticate = (
       token: Redacted.Redacted<string>
-    ): Effect.Effect<Option.Option<AuthenticatedKey>, SqlError.SqlError> => {
-      const key = Redacted.value(token)
-      const at = clock.unsafeCurrentTimeMillis()
-      if (passed.size > 0) sweep(at)
-      const known = passed.get(key)
-      if (known !== undefined && isFresh(known.at, at)) return Effect.succeed(known.key)
-      const id = keyIdOf(key)
-      if (Option.isNone(id)) return Effect.succeedNone
-      return Effect.flatMap(repo.findById(id.value), (found) => {
-        if (Option.isNone(found)) return Effect.succeedNone
-        const record = found.value
-        if (!matchesHash(key, record.hash) || record.revokedAt !== null) return Effect.succeedNone
-        const authenticated = Option.some<AuthenticatedKey>({ id: record.id, name: record.name })
-        remember(key, authenticated, at)
-        if (record.lastUsedAt !== null && at - Date.parse(record.lastUsedAt) < TOUCH_INTERVAL_MS) {
-          return Effect.succeed(authenticated)
-        }
-        return Effect.as(noteUse(record.id, at), authenticated)
+    ): Effect.Effect<Option.Option<AuthenticatedKey>, SqlError.SqlError> =>
+      Effect.suspend(() => {
+        const key = Redacted.value(token)
+        const at = clock.unsafeCurrentTimeMillis()
+        if (passed.size > 0) sweep(at)
+        const known = passed.get(key)
+        if (known !== undefined && isFresh(known.at, at)) return Effect.succeed(known.key)
+        const id = keyIdOf(key)
+        if (Option.isNone(id)) return Effect.succeedNone
+        return Effect.flatMap(repo.findById(id.value), (found) => {
+          if (Option.isNone(found)) return Effect.succeedNone
+          const record = found.value
+          if (!matchesHash(key, record.hash) || record.revokedAt !== null) return Effect.succeedNone
+          const authenticated = Option.some<AuthenticatedKey>({ id: record.id, name: record.name })
+          remember(key, authenticated, at)
+          if (record.lastUsedAt !== null && at - Date.parse(record.lastUsedAt) < TOUCH_INTERVAL_MS) {
+            return Effect.succeed(authenticated)
+          }
+          return Effect.as(noteUse(record.id, at), authenticated)
+        })
       })
-    }
 
     return { create, list, revoke, authenticate, writeLastUsed } as const
   }),

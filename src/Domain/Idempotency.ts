@@ -9,7 +9,6 @@
  * visible ASCII characters, no space.
  */
 import { ParseResult, Schema } from "effect"
-import { DirectDecodeAnnotationId } from "./DirectDecode.js"
 
 export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
@@ -65,7 +64,6 @@ export const IdempotencyKey = Schema.transformOrFail(Schema.String, Schema.Strin
   encode: (key) => ParseResult.succeed(`"${key.replace(/[\\"]/g, "\\$&")}"`)
 }).annotations({
   identifier: "IdempotencyKey",
-  [DirectDecodeAnnotationId]: idempotencyKeyOf,
   message: () => ({ message: IDEMPOTENCY_KEY_RULE, override: true }),
   jsonSchema: {
     type: "string",

@@ -4,7 +4,6 @@
  */
 import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
 import { constUndefined } from "effect/Function"
-import { contextWithEffectNow, tryNow } from "../Immediate.js"
 import { type ObservabilityHooks, type RequestObservation, type Statement, unobserved } from "./Hooks.js"
 import { addInFlight, addPool, methodLabel, recordStatement, type RequestRecorder, requestRecorder } from "./Metrics.js"
 import { remoteParent } from "./Sampler.js"
@@ -158,7 +157,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
 
   /** Without tracing: the statement timed, in the one step `Effect.try` would take. */
   const timedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
-    tryNow({
+    Effect.try({
       try: () => {
         const started = performance.now()
         try {
@@ -171,7 +170,7 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
     })
 
   const tracedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
-    contextWithEffectNow((context) => {
+    Effect.contextWithEffect((context: Context.Context<never>) => {
       const span = statementSpan(context, statement)
       // Outside a sampled request and without metrics, the statement alone (nothing to time it for).
       if (span === undefined && !metrics) return unobserved.runStatement(statement, run, onError)

@@ -10,7 +10,7 @@
  * Keys are scoped to the API key that sent them. Records live `IDEMPOTENCY_TTL` and are pruned by a background fiber,
  * in small batches, so pruning never holds a request up for long.
  */
-import { Clock, Config, Duration, Effect, Either, Exit, Schedule } from "effect"
+import { Clock, Config, Duration, Effect, Either, Schedule } from "effect"
 import { parseDuration, variable } from "../Config.js"
 import {
   type IdempotencyKeyInUse,
@@ -57,24 +57,21 @@ export type IdempotentOutcome = { readonly _tag: "Created" | "Replayed"; readonl
 /**
  * What an idempotent create's result means for the client who sent `pet`: the pet made now; the pet made before for a
  * retry with the same payload (`Replayed`); 409 while the create that holds the key is still running; 422 when it had
- * another payload. An `Exit`, known at once: the handler applies it in the step that adds the answer's headers
- * (`ResponseHeaders.answerWith`), so a create with a key takes its fiber no more steps than one without. A step of this
- * service's own and the handler's map to the pet had cost a keyed create 1.4 µs and 2.7 KB under wrk
- * (`docs/retries-and-limits.md`).
+ * another payload.
  */
 export const outcomeOf = (
   pet: NewPet,
   result: CreateOnceResult
-): Exit.Exit<IdempotentOutcome, IdempotencyKeyInUse | IdempotencyKeyReused> => {
+): Effect.Effect<IdempotentOutcome, IdempotencyKeyInUse | IdempotencyKeyReused> => {
   switch (result._tag) {
     case "Created":
-      return Exit.succeed(result)
+      return Effect.succeed(result)
     case "InUse":
-      return Exit.fail(idempotencyKeyInUse())
+      return Effect.fail(idempotencyKeyInUse())
     case "Recorded":
       return isSamePayload(pet, result.pet)
-        ? Exit.succeed({ _tag: "Replayed", pet: result.pet })
-        : Exit.fail(idempotencyKeyReused())
+        ? Effect.succeed({ _tag: "Replayed", pet: result.pet })
+        : Effect.fail(idempotencyKeyReused())
   }
 }
 
@@ -83,7 +80,6 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
     const repo = yield* PetsRepo
     const ttl = yield* IdempotencyTtl
     const ttlMillis = Duration.toMillis(ttl)
-    const clock = yield* Effect.clock
 
     /** Forgets expired records, a batch at a time, until none is left. */
     const prune = Effect.gen(function*() {
@@ -110,11 +106,8 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
      * which used the key first made, or the key held by a create still running. `outcomeOf` says what that means for
      * the client.
      */
-    const create = (options: { readonly scope: string; readonly key: string; readonly pet: NewPet }) => {
-      // Read when the effect is made: a create's effect is made for its request and run once.
-      const now = clock.unsafeCurrentTimeMillis()
-      return repo.createOnce({ ...options, now, expiresAt: now + ttlMillis })
-    }
+    const create = (options: { readonly scope: string; readonly key: string; readonly pet: NewPet }) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => repo.createOnce({ ...options, now, expiresAt: now + ttlMillis }))
 
     return { create, prune, ttl } as const
   })

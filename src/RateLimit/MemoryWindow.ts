@@ -1,6 +1,6 @@
 /**
- * The fixed window of `@effect/experimental`'s in-memory `RateLimiterStore`, counted at once: no Effect step, as it
- * runs on every rate-limited request before the request's fiber starts (`Auth/Http.ts`). The same semantics as that
+ * The fixed window of `@effect/experimental`'s in-memory `RateLimiterStore`, kept by hand: `RateLimiter.consume`'s chain of
+ * Effect steps cost every rate-limited request more than 10 % of its CPU time. The same semantics as that
  * store (test/RateLimitWindow.test.ts runs both side by side) and as the PostgreSQL store: each admitted request moves
  * its key's expiry `window / limit` later, a refused one does not; once the expiry has passed, the count starts again
  * from zero.

@@ -5,14 +5,12 @@
  * `@effect/experimental`'s `RateLimiter` stores (`MemoryWindow.ts`, `PostgresStore.ts`). Every answer of a
  * rate-limited request states the quota (`RateLimit-Policy`, `RateLimit`); past it the answer is 429 `rate_limited`
  * with `Retry-After`, and nothing is done.
- *
- * The in-memory count is done at once (an `Exit`, `Immediate.ts`): the quota costs no step of a fiber.
- * That is why `RateLimiter.consume`, whose every call is a chain of Effect steps, is not used.
  */
 import type { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Exit, Option } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { type RateLimited, rateLimited, type Unavailable } from "../Domain/Errors.js"
+import { addResponseHeaders } from "../ResponseHeaders.js"
 import { SqliteDatabase } from "../Sqlite.js"
 import { answerUnavailable } from "../Unavailable.js"
 import { makeMemoryWindow, type WindowCount } from "./MemoryWindow.js"
@@ -24,26 +22,22 @@ export interface RateLimitsService {
   readonly policy: Option.Option<Policy>
   /**
    * Counts one request of this API key: states the quota in the answer's headers, and fails with 429 past it (503 when
-   * the shared counters cannot be reached). Done at once when the count is in memory.
+   * the shared counters cannot be reached).
    */
-  readonly consume: (
-    keyId: string,
-    answerHeaders: Record<string, string>
-  ) => Effect.Effect<void, RateLimited | Unavailable>
+  readonly consume: (keyId: string) => Effect.Effect<void, RateLimited | Unavailable>
 }
 
-/** A key's count after one more request: known at once in memory, an effect when the database keeps it. */
-type Count = (key: string) => WindowCount | Effect.Effect<WindowCount, RateLimiter.RateLimiterError>
+/** A key's count after one more request. */
+type Count = (key: string) => Effect.Effect<WindowCount, RateLimiter.RateLimiterError>
 
 /** The count of the backend in use: PostgreSQL's shared counters for PostgreSQL, else the process's memory. */
 const counterFor = (policy: Policy) =>
   Effect.gen(function*() {
-    const clock = yield* Effect.clock
     // Each admitted request moves its key's counter this much later (as `RateLimiter` computes it for its stores).
     const refillRate = Duration.unsafeDivide(policy.window, policy.limit)
     const inMemory = (): Count => {
       const count = makeMemoryWindow(policy.limit, refillRate)
-      return (key) => count(key, clock.unsafeCurrentTimeMillis())
+      return (key) => Effect.clockWith((clock) => Effect.sync(() => count(key, clock.unsafeCurrentTimeMillis())))
     }
     if (Option.isSome(yield* Effect.serviceOption(SqliteDatabase))) return inMemory()
     const sql = yield* SqlClient.SqlClient
@@ -59,37 +53,34 @@ const counterFor = (policy: Policy) =>
 const limitedBy = (count: Count, policy: Policy): RateLimitsService["consume"] => {
   const policyHeader = policyField(policy)
   /** The quota stated in the answer's headers, given the key's count; past it, the 429. */
-  const stated = (
-    answerHeaders: Record<string, string>,
-    [requests, ttlMillis]: WindowCount
-  ): Exit.Exit<void, RateLimited> => {
-    answerHeaders["ratelimit-policy"] = policyHeader
+  const stated = ([requests, ttlMillis]: WindowCount): Effect.Effect<void, RateLimited> => {
     const remaining = policy.limit - requests
     if (remaining >= 0) {
-      answerHeaders.ratelimit = limitField(remaining, secondsOf(ttlMillis))
-      return Exit.void
+      return addResponseHeaders({
+        "ratelimit-policy": policyHeader,
+        ratelimit: limitField(remaining, secondsOf(ttlMillis))
+      })
     }
     // At least a second: `Retry-After: 0` would invite the same request at once.
     const wait = Math.max(1, secondsOf(ttlMillis))
-    answerHeaders.ratelimit = limitField(0, wait)
-    answerHeaders["retry-after"] = String(wait)
-    return Exit.fail(rateLimited(wait))
+    return addResponseHeaders({
+      "ratelimit-policy": policyHeader,
+      ratelimit: limitField(0, wait),
+      "retry-after": String(wait)
+    }).pipe(Effect.zipRight(Effect.fail(rateLimited(wait))))
   }
-  return (keyId, answerHeaders) => {
-    const counted = count(keyId)
-    if (!Effect.isEffect(counted)) return stated(answerHeaders, counted)
-    return Effect.matchEffect(counted, {
-      onSuccess: (count) => stated(answerHeaders, count),
-      onFailure: (error) => answerUnavailable("rate-limit store failure", error)
-    })
-  }
+  return (keyId) =>
+    count(keyId).pipe(
+      Effect.catchAll((error) => answerUnavailable("rate-limit store failure", error)),
+      Effect.flatMap(stated)
+    )
 }
 
 export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimits", {
   effect: Effect.gen(function*() {
     const policy = yield* RateLimitConfig
     if (Option.isNone(policy)) {
-      return { policy, consume: () => Exit.void } satisfies RateLimitsService as RateLimitsService
+      return { policy, consume: () => Effect.void } satisfies RateLimitsService as RateLimitsService
     }
     const count = yield* counterFor(policy.value)
     return { policy, consume: limitedBy(count, policy.value) } satisfies RateLimitsService as RateLimitsService

@@ -10,7 +10,6 @@
 import { type HttpApi, type HttpApiMiddleware, HttpApiSchema } from "@effect/platform"
 import { Context, Either, Option, type ParseResult, Schema } from "effect"
 import type * as AST from "effect/SchemaAST"
-import { type DirectDecode, DirectDecodeAnnotationId } from "../Domain/DirectDecode.js"
 import type { AnyHandler, ApiHandlers } from "./Handlers.js"
 import { makeMiddleware, type Middleware } from "./Middleware.js"
 
@@ -112,62 +111,21 @@ const headerNamesOf = (ast: AST.AST): ReadonlyArray<string> =>
   headersStructOf(ast)?.propertySignatures.map((p) => String(p.name).toLowerCase()) ?? []
 
 /**
- * The direct decoding of each header a struct declares, by name, when every one is optional and has one
- * (`DirectDecode.ts`); `undefined` otherwise. An optional property's type is its schema or `undefined`.
- */
-const directHeaders = (ast: AST.AST): ReadonlyArray<readonly [string, DirectDecode]> | undefined => {
-  if (ast._tag !== "TypeLiteral" || ast.indexSignatures.length > 0) return undefined
-  const direct: Array<readonly [string, DirectDecode]> = []
-  for (const property of ast.propertySignatures) {
-    let type = property.type
-    if (type._tag === "Union") {
-      const defined = type.types.filter((member) => member._tag !== "UndefinedKeyword")
-      if (defined.length !== 1) return undefined
-      type = defined[0]
-    }
-    const decode = type.annotations[DirectDecodeAnnotationId] as DirectDecode | undefined
-    const name = String(property.name)
-    // HttpApi reads headers by their lower-case names: a property named otherwise is never found, so Schema decides.
-    if (!property.isOptional || decode === undefined || name !== name.toLowerCase()) return undefined
-    direct.push([name, decode])
-  }
-  return direct
-}
-
-/** The headers of a request that sends none of the optional headers its endpoint declares. */
-const NO_HEADERS: Either.Either<unknown, ParseResult.ParseError> = Either.right(Object.freeze({}))
-
-/**
  * Decodes the headers a struct declares, read by name from the request's `Headers`: what HttpApi decodes from a record
- * of all of them (a struct reads its own properties and ignores the rest), without building that record. Where every
- * declared header is optional and decoded directly (`directHeaders`), Schema's parser runs only for a value the direct
- * decoding refuses, to make the refusal.
+ * of all of them (a struct reads its own properties and ignores the rest), without building that record.
  */
 const headersDecoder = (
   schema: Schema.Schema.Any,
   names: ReadonlyArray<string>
 ): NonNullable<EndpointRoute["decodeHeaders"]> => {
   const decode = decoder(Option.some(schema))!
-  const bySchema = (headers: Headers) => {
+  return (headers: Headers) => {
     const declared: Record<string, string> = {}
     for (const name of names) {
       const value = headers.get(name)
       if (value !== null) declared[name] = value
     }
     return decode(declared)
-  }
-  const direct = directHeaders(schema.ast)
-  if (direct === undefined) return bySchema
-  return (headers) => {
-    let decoded: Record<string, unknown> | undefined
-    for (const [name, decodeValue] of direct) {
-      const value = headers.get(name)
-      if (value === null) continue
-      const result = decodeValue(value)
-      if (result === undefined) return bySchema(headers)
-      ;(decoded ??= {})[name] = result
-    }
-    return decoded === undefined ? NO_HEADERS : Either.right(decoded)
   }
 }
 
@@ -208,6 +166,10 @@ export const deriveRoutes = (
       const [success] = successes
       if (HttpApiSchema.getEncoding(success.ast).kind !== "Json") {
         skip("its success is not JSON")
+        continue
+      }
+      if (Option.isSome(endpoint.payloadSchema) && (endpoint.method === "GET" || endpoint.method === "HEAD")) {
+        skip("its payload is read from the query")
         continue
       }
       if (Option.isSome(endpoint.payloadSchema)) {

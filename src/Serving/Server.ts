@@ -7,7 +7,7 @@
  */
 import type { Tracer } from "effect"
 import type { ObservabilityHooks, RequestObservation } from "../Observability/Hooks.js"
-import { type Answer, refusalAnswer } from "./Answer.js"
+import { type Answer, refusalAnswer, type ResponseAnswer } from "./Answer.js"
 import type { Cors } from "./Cors.js"
 import type { EndpointRoute } from "./Derive.js"
 import * as Gate from "./Gate.js"
@@ -24,10 +24,7 @@ export type Target =
   | { readonly _tag: "App" }
 
 /** An answer of the HttpApi app: its response, and the annotations set while serving it. */
-export interface AppAnswer {
-  readonly response: Response
-  readonly annotations: Readonly<Record<string, unknown>>
-}
+export type AppAnswer = ResponseAnswer
 
 type Served = Answer | AppAnswer
 
@@ -147,7 +144,7 @@ export const makeServer = (options: ServerOptions): Server => {
         serveEndpoint(route, { request, started, params, query: queryOf(request.url), body, requestId, parentSpan })
       )
 
-    const plan = Gate.bodyPlan(request.method, request.headers)
+    const plan = Gate.bodyPlan(route.decodePayload !== undefined, request.method, request.headers)
     if (plan === "none") return run(undefined)
     if (plan !== "read") return refuse(request, requestId, started, plan, observed)
     return Gate.readBody(request).then((bytes) => {
@@ -198,7 +195,7 @@ export const makeServer = (options: ServerOptions): Server => {
     }
     if (target._tag === "Endpoint") return answerEndpoint(request, requestId, started, target.route, params, observed)
     // The server's own routes take no body; the gate refuses one as it does for the API.
-    const plan = Gate.bodyPlan(method, request.headers)
+    const plan = Gate.bodyPlan(false, method, request.headers)
     if (plan !== "none" && plan !== "read") return refuse(request, requestId, started, plan, observed)
     if (method === "HEAD") {
       return app(asGet(request), requestId, observed?.parentSpan).then(withoutBody).then((served) =>
