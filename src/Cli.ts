@@ -1,5 +1,5 @@
 /**
- * The command line: `serve` (the default), `keys create|list|revoke`, `openapi`, `healthcheck`. Flags override the
+ * The command line: `serve` (the default), `keys create|list|revoke`, `backup`, `restore`, `openapi`, `healthcheck`. Flags override the
  * environment. stdout carries only a command's result; notes, logs (in the configured format) and errors go to stderr.
  */
 import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
@@ -8,6 +8,8 @@ import { BunContext } from "@effect/platform-bun"
 import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
+import { backup as backupDatabase } from "./Backup.js"
+import { formatMillis, formatSize } from "./DurableFile.js"
 import { Host, parsePort, Port, ServersConfig } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
 import { type CommandPath, commandPathOf, helpText } from "./Help.js"
@@ -114,6 +116,22 @@ const keysRevoke = Command.make(
 
 const keys = Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke]))
 
+/** A consistent snapshot of the SQLite database while servers keep serving: its path alone on stdout. */
+const backup = Command.make(
+  "backup",
+  { file: Args.text({ name: "FILE" }), force: Options.boolean("force"), database },
+  (options) =>
+    Effect.gen(function*() {
+      const written = yield* backupDatabase(options)
+      yield* Console.log(written.path)
+      yield* note(
+        `Backed up ${written.database}: ${written.pets} pets, ${formatSize(written.bytes)}, in ${
+          formatMillis(written.millis)
+        }.`
+      )
+    })
+)
+
 const openapi = Command.make(
   "openapi",
   {},
@@ -157,7 +175,7 @@ const healthcheck = Command.make("healthcheck", { host, port }, ({ host, port })
 })
 
 export const cli = Command.make("petstore", serveOptions, serveHandler).pipe(
-  Command.withSubcommands([serve, keys, openapi, healthcheck])
+  Command.withSubcommands([serve, keys, backup, openapi, healthcheck])
 )
 
 const HELP_FLAGS = ["-h", "--help"]
