@@ -11,7 +11,14 @@ import { Database } from "bun:sqlite"
 import { Clock, Effect, Either, Option, Redacted, Schema } from "effect"
 import { dirname, resolve } from "node:path"
 import { currentUser, IN_MEMORY, sqliteFile } from "./DatabaseFile.js"
-import { codeOf, createTemporary, FileCommandFailed, reasonOf, renameIntoPlace, temporaryBeside } from "./DurableFile.js"
+import {
+  codeOf,
+  createTemporary,
+  FileCommandFailed,
+  reasonOf,
+  renameIntoPlace,
+  temporaryBeside
+} from "./DurableFile.js"
 import { describeDatabase, isPostgresUrl } from "./Sql.js"
 
 /** `backup` or `restore` asked of a PostgreSQL database, which has tools of its own. Exit code 2. */
@@ -33,13 +40,17 @@ export const sqliteFileOf = (command: "backup" | "restore", url: Redacted.Redact
     if (isPostgresUrl(value)) {
       return yield* new NotForPostgres({
         message: `${command} copies a SQLite file, and DATABASE_URL names the PostgreSQL database ` +
-          `${describeDatabase(url)}, whose data only the PostgreSQL server can copy consistently: ${POSTGRES_TOOL[command]}.`
+          `${describeDatabase(url)}, whose data only the PostgreSQL server can copy consistently: ${
+            POSTGRES_TOOL[command]
+          }.`
       })
     }
     const file = yield* Either.match(sqliteFile(value), { onLeft: Effect.fail, onRight: Effect.succeed })
     if (file === IN_MEMORY) {
       return yield* new FileCommandFailed({
-        message: `DATABASE_URL is ${value}, a database that lives inside one process only: there is no file to ${command === "backup" ? "back up" : "restore"}.`
+        message: `DATABASE_URL is ${value}, a database that lives inside one process only: there is no file to ${
+          command === "backup" ? "back up" : "restore"
+        }.`
       })
     }
     return resolve(file)
@@ -117,7 +128,9 @@ const checkTarget = (target: string, database: string, force: boolean) =>
     if (existing._tag === "None") return
     const stats = existing.value
     if (stats.type === "Directory") {
-      return yield* new FileCommandFailed({ message: `${target} is a directory; name a file, e.g. ${target}/backup.db.` })
+      return yield* new FileCommandFailed({
+        message: `${target} is a directory; name a file, e.g. ${target}/backup.db.`
+      })
     }
     const source = yield* Effect.option(fs.stat(database))
     const same = Option.isSome(source) && Option.isSome(source.value.ino) && Option.isSome(stats.ino) &&

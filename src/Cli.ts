@@ -9,11 +9,12 @@ import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema }
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { backup as backupDatabase } from "./Backup.js"
-import { formatMillis, formatSize } from "./DurableFile.js"
 import { Host, parsePort, Port, ServersConfig } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
+import { formatMillis, formatSize } from "./DurableFile.js"
 import { type CommandPath, commandPathOf, helpText } from "./Help.js"
 import { LoggingLive } from "./Logging.js"
+import { restore as restoreDatabase } from "./Restore.js"
 import { serve as serveHandler, VERSION } from "./Serve.js"
 import * as Sql from "./Sql.js"
 
@@ -132,6 +133,18 @@ const backup = Command.make(
     })
 )
 
+/** A snapshot put in place of the SQLite database, servers stopped: the database's path alone on stdout. */
+const restore = Command.make(
+  "restore",
+  { file: Args.text({ name: "FILE" }), database },
+  (options) =>
+    Effect.gen(function*() {
+      const restored = yield* restoreDatabase(options)
+      yield* Console.log(restored.path)
+      yield* note(`Restored ${restored.path} from ${restored.snapshot}: ${restored.pets} pets. Start the service now.`)
+    })
+)
+
 const openapi = Command.make(
   "openapi",
   {},
@@ -175,7 +188,7 @@ const healthcheck = Command.make("healthcheck", { host, port }, ({ host, port })
 })
 
 export const cli = Command.make("petstore", serveOptions, serveHandler).pipe(
-  Command.withSubcommands([serve, keys, backup, openapi, healthcheck])
+  Command.withSubcommands([serve, keys, backup, restore, openapi, healthcheck])
 )
 
 const HELP_FLAGS = ["-h", "--help"]
