@@ -7,7 +7,7 @@
  */
 import { FileSystem } from "@effect/platform"
 import { Database } from "bun:sqlite"
-import { Effect, type Redacted } from "effect"
+import { Effect, Option, type Redacted } from "effect"
 import { resolve } from "node:path"
 import { cannotWrite, countPets, openCatalogue, snapshotInto, sqliteFileOf } from "./Backup.js"
 import {
@@ -60,6 +60,22 @@ const checkIntegrity = (db: Database, file: string) =>
       })
   )
 
+/**
+ * The old database's mode, and its owner when this process may give it (root): a restore run as root (`docker exec -u
+ * root`) leaves a file the service's user can still write.
+ */
+const keepOwnerAndMode = (database: string, temporary: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const old = yield* Effect.option(fs.stat(database))
+    if (old._tag === "None") return
+    const { gid, mode, uid } = old.value
+    yield* fs.chmod(temporary, mode & 0o777)
+    if (process.getuid?.() === 0 && Option.isSome(uid) && Option.isSome(gid)) {
+      yield* fs.chown(temporary, uid.value, gid.value)
+    }
+  }).pipe(Effect.catchAll(cannotWrite(database)))
+
 /** What a restore put in place: the database's path, the snapshot it came from, and its number of pets. */
 export interface Restored {
   readonly path: string
@@ -88,6 +104,7 @@ export const restore = (options: { readonly database: Redacted.Redacted<string>;
       const temporary = temporaryBeside(database)
       const file = yield* createTemporary(temporary).pipe(Effect.catchAll(cannotWrite(database)))
       yield* snapshotInto(db, temporary, database)
+      yield* keepOwnerAndMode(database, temporary)
       yield* file.sync.pipe(Effect.catchAll(cannotWrite(database)))
       // Checked again just before the old database goes: a server may have started meanwhile.
       if (present) yield* refuseWhileOpen(database)
