@@ -117,7 +117,10 @@ const keysRevoke = Command.make(
 
 const keys = Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke]))
 
-/** A consistent snapshot of the SQLite database while servers keep serving: its path alone on stdout. */
+/**
+ * A consistent snapshot of the SQLite database while servers keep serving: its path alone on stdout. A signal does not
+ * cut it short (SQLite's copy cannot be stopped midway): it finishes, and its exit code says how it went.
+ */
 const backup = Command.make(
   "backup",
   { file: Args.text({ name: "FILE" }), force: Options.boolean("force"), database },
@@ -130,10 +133,13 @@ const backup = Command.make(
           formatMillis(written.millis)
         }.`
       )
-    })
+    }).pipe(Effect.uninterruptible)
 )
 
-/** A snapshot put in place of the SQLite database, servers stopped: the database's path alone on stdout. */
+/**
+ * A snapshot put in place of the SQLite database, servers stopped: the database's path alone on stdout. Not cut short
+ * by a signal, which could leave the old database without its WAL and the new one not yet in place.
+ */
 const restore = Command.make(
   "restore",
   { file: Args.text({ name: "FILE" }), database },
@@ -142,7 +148,7 @@ const restore = Command.make(
       const restored = yield* restoreDatabase(options)
       yield* Console.log(restored.path)
       yield* note(`Restored ${restored.path} from ${restored.snapshot}: ${restored.pets} pets. Start the service now.`)
-    })
+    }).pipe(Effect.uninterruptible)
 )
 
 const openapi = Command.make(
