@@ -10,15 +10,9 @@ import { FileSystem } from "@effect/platform"
 import { Database } from "bun:sqlite"
 import { Clock, Effect, Either, Option, Redacted, Schema } from "effect"
 import { dirname, resolve } from "node:path"
+import { CommandFailed } from "./CommandFailed.js"
 import { currentUser, IN_MEMORY, sqliteFile } from "./DatabaseFile.js"
-import {
-  codeOf,
-  createTemporary,
-  FileCommandFailed,
-  reasonOf,
-  renameIntoPlace,
-  temporaryBeside
-} from "./DurableFile.js"
+import { codeOf, createTemporary, reasonOf, renameIntoPlace, temporaryBeside } from "./DurableFile.js"
 import { describeDatabase, isPostgresUrl } from "./Sql.js"
 
 /** `backup` or `restore` asked of a PostgreSQL database, which has tools of its own. Exit code 2. */
@@ -47,7 +41,7 @@ export const sqliteFileOf = (command: "backup" | "restore", url: Redacted.Redact
     }
     const file = yield* Either.match(sqliteFile(value), { onLeft: Effect.fail, onRight: Effect.succeed })
     if (file === IN_MEMORY) {
-      return yield* new FileCommandFailed({
+      return yield* new CommandFailed({
         message: `DATABASE_URL is ${value}, a database that lives inside one process only: there is no file to ${
           command === "backup" ? "back up" : "restore"
         }.`
@@ -73,7 +67,7 @@ export const openCatalogue = (file: string, what: string) =>
           throw error
         }
       },
-      catch: (error) => new FileCommandFailed({ message: `cannot read ${what} ${file}: ${reasonOf(error)}.` })
+      catch: (error) => new CommandFailed({ message: `cannot read ${what} ${file}: ${reasonOf(error)}.` })
     }),
     (db) => Effect.sync(() => db.close())
   )
@@ -82,17 +76,17 @@ export const openCatalogue = (file: string, what: string) =>
 export const countPets = (db: Database) =>
   Effect.try({
     try: () => (db.query("SELECT count(*) AS pets FROM pets").get() as { pets: number }).pets,
-    catch: (error) => new FileCommandFailed({ message: `cannot count the pets of ${db.filename}: ${reasonOf(error)}.` })
+    catch: (error) => new CommandFailed({ message: `cannot count the pets of ${db.filename}: ${reasonOf(error)}.` })
   })
 
 /**
- * Writes one committed state of `db` into `target`, an empty file: `VACUUM INTO`, in one read transaction. `target`
- * is named for messages.
+ * Writes one committed state of `db` into `temporary`, an empty file: `VACUUM INTO`, in one read transaction. `target`,
+ * where the copy is going, is named in messages.
  */
 export const snapshotInto = (db: Database, temporary: string, target: string) =>
   Effect.try({
     try: () => db.run("VACUUM INTO ?", [temporary]),
-    catch: (error) => new FileCommandFailed({ message: `cannot write ${target}: ${reasonOf(error)}.` })
+    catch: (error) => new CommandFailed({ message: `cannot write ${target}: ${reasonOf(error)}.` })
   })
 
 /** Why a file cannot be written at `target`: the directory is missing or closed to this user, or the device is full. */
@@ -108,7 +102,7 @@ export const cannotWrite = (target: string) => (error: unknown) =>
       : code === "ENOENT"
       ? `no file can be created in ${directory}`
       : reasonOf(error)
-    return yield* new FileCommandFailed({ message: `cannot write ${target}: ${reason}.` })
+    return yield* new CommandFailed({ message: `cannot write ${target}: ${reason}.` })
   })
 
 /** A backup that was written: where, from which database, how many pets, its size and how long it took. */
@@ -128,7 +122,7 @@ const checkTarget = (target: string, database: string, force: boolean) =>
     if (existing._tag === "None") return
     const stats = existing.value
     if (stats.type === "Directory") {
-      return yield* new FileCommandFailed({
+      return yield* new CommandFailed({
         message: `${target} is a directory; name a file, e.g. ${target}/backup.db.`
       })
     }
@@ -136,9 +130,9 @@ const checkTarget = (target: string, database: string, force: boolean) =>
     const same = Option.isSome(source) && Option.isSome(source.value.ino) && Option.isSome(stats.ino) &&
       source.value.dev === stats.dev && source.value.ino.value === stats.ino.value
     if (same || target === database) {
-      return yield* new FileCommandFailed({ message: `${target} is the database itself; name another file.` })
+      return yield* new CommandFailed({ message: `${target} is the database itself; name another file.` })
     }
-    if (!force) return yield* new FileCommandFailed({ message: `${target} exists; pass --force to replace it.` })
+    if (!force) return yield* new CommandFailed({ message: `${target} exists; pass --force to replace it.` })
   })
 
 /** Writes a snapshot of the SQLite database `url` names to `file`. */
@@ -153,7 +147,7 @@ export const backup = (options: {
     const target = resolve(options.file)
     yield* checkTarget(target, database, options.force)
     if (!(yield* fs.exists(database).pipe(Effect.orElseSucceed(() => false)))) {
-      return yield* new FileCommandFailed({
+      return yield* new CommandFailed({
         message: `cannot read the database ${database}: there is no such file (DATABASE_URL or --database names it).`
       })
     }
@@ -170,7 +164,7 @@ export const backup = (options: {
     }))
     const bytes = yield* fs.stat(target).pipe(
       Effect.map((stats) => Number(stats.size)),
-      Effect.mapError(() => new FileCommandFailed({ message: `cannot read ${target} back after writing it.` }))
+      Effect.mapError(() => new CommandFailed({ message: `cannot read ${target} back after writing it.` }))
     )
     const millis = (yield* Clock.currentTimeMillis) - started
     return { path: target, database, pets, bytes, millis } satisfies Written

@@ -9,6 +9,7 @@ import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema }
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { backup as backupDatabase } from "./Backup.js"
+import { CommandFailed } from "./CommandFailed.js"
 import { Host, parsePort, Port, ServersConfig } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
 import { formatMillis, formatSize } from "./DurableFile.js"
@@ -28,9 +29,6 @@ export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
     return `${command}: ${this.problem}\nRun '${command} --help' for usage.`
   }
 }
-
-/** A command that ran and failed (a key that does not exist, a server that does not answer). Exit code 1. */
-export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandFailed", { message: Schema.String }) {}
 
 /** A line on stderr, without the colour Bun's console gives `console.error` on a terminal. */
 const note = (line: string) => Effect.sync(() => void process.stderr.write(`${line}\n`))

@@ -6,14 +6,9 @@
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { Effect, Schema, type Scope } from "effect"
+import { Effect, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import { basename, dirname, join } from "node:path"
-
-/** A command that ran and failed, in one line that says why (no space, not writable, unreadable). Exit code 1. */
-export class FileCommandFailed extends Schema.TaggedError<FileCommandFailed>()("FileCommandFailed", {
-  message: Schema.String
-}) {}
 
 /** The `code` of an error somewhere in a failure's chain of causes (`ENOSPC`, `SQLITE_FULL`). */
 export const codeOf = (failure: unknown): string | undefined => {

@@ -10,14 +10,8 @@ import { Database } from "bun:sqlite"
 import { Effect, Option, type Redacted } from "effect"
 import { resolve } from "node:path"
 import { cannotWrite, countPets, openCatalogue, snapshotInto, sqliteFileOf } from "./Backup.js"
-import {
-  codeOf,
-  createTemporary,
-  FileCommandFailed,
-  reasonOf,
-  renameIntoPlace,
-  temporaryBeside
-} from "./DurableFile.js"
+import { CommandFailed } from "./CommandFailed.js"
+import { codeOf, createTemporary, reasonOf, renameIntoPlace, temporaryBeside } from "./DurableFile.js"
 import { isBusy } from "./SqliteWriter.js"
 
 /**
@@ -38,7 +32,7 @@ const refuseWhileOpen = (database: string) =>
       }
     },
     catch: (error) =>
-      new FileCommandFailed({
+      new CommandFailed({
         message: isBusy(error)
           ? `the database ${database} is open in another process (a server?): stop the service, then restore.`
           : `cannot open the database ${database}: ${reasonOf(error)}.`
@@ -50,10 +44,10 @@ const checkIntegrity = (db: Database, file: string) =>
   Effect.flatMap(
     Effect.try({
       try: () => (db.query("PRAGMA integrity_check").all() as Array<{ integrity_check: string }>),
-      catch: (error) => new FileCommandFailed({ message: `cannot check ${file}: ${reasonOf(error)}.` })
+      catch: (error) => new CommandFailed({ message: `cannot check ${file}: ${reasonOf(error)}.` })
     }),
     (rows) =>
-      rows.length === 1 && rows[0].integrity_check === "ok" ? Effect.void : new FileCommandFailed({
+      rows.length === 1 && rows[0].integrity_check === "ok" ? Effect.void : new CommandFailed({
         message: `${file} fails PRAGMA integrity_check (${
           rows[0]?.integrity_check ?? "no answer"
         }); it is not restored.`
@@ -89,11 +83,11 @@ export const restore = (options: { readonly database: Redacted.Redacted<string>;
     const database = yield* sqliteFileOf("restore", options.database)
     const snapshot = resolve(options.file)
     if (snapshot === database) {
-      return yield* new FileCommandFailed({ message: `${snapshot} is the database itself; name a snapshot.` })
+      return yield* new CommandFailed({ message: `${snapshot} is the database itself; name a snapshot.` })
     }
     const exists = (path: string) => fs.exists(path).pipe(Effect.orElseSucceed(() => false))
     if (!(yield* exists(snapshot))) {
-      return yield* new FileCommandFailed({ message: `cannot read the snapshot ${snapshot}: there is no such file.` })
+      return yield* new CommandFailed({ message: `cannot read the snapshot ${snapshot}: there is no such file.` })
     }
     const present = yield* exists(database)
     if (present) yield* refuseWhileOpen(database)
@@ -111,7 +105,7 @@ export const restore = (options: { readonly database: Redacted.Redacted<string>;
       for (const suffix of ["-wal", "-shm"]) {
         yield* fs.remove(`${database}${suffix}`).pipe(
           Effect.catchAll((error) =>
-            codeOf(error) === "ENOENT" ? Effect.void : new FileCommandFailed({
+            codeOf(error) === "ENOENT" ? Effect.void : new CommandFailed({
               message: `cannot remove ${database}${suffix}, which belongs to the old database: ${reasonOf(error)}.`
             })
           )
