@@ -15,7 +15,7 @@ import { codeOf, createTemporary, reasonOf, renameIntoPlace, temporaryBeside } f
 import { isBusy } from "./SqliteWriter.js"
 
 /**
- * Fails when a process has `database` open. Every connection to a WAL database holds a shared lock on it while it is
+ * Fails when a process has `database` open. Every connection to a WAL database holds a lock on it while it is
  * open, so the exclusive lock that `locking_mode = EXCLUSIVE` takes at the first read is refused while one exists.
  */
 const refuseWhileOpen = (database: string) =>
