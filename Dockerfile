@@ -3,6 +3,7 @@
 #   docker build -t petstore .
 #   docker run --rm -v petstore-data:/data petstore keys create --name me
 #   docker run -d --name petstore -p 8080:8080 -v petstore-data:/data petstore
+#   docker exec petstore petstore backup /data/backup-$(date +%F).db    # while it serves (as petstore, into /data)
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /app

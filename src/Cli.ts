@@ -1,5 +1,5 @@
 /**
- * The command line: `serve` (the default), `keys create|list|revoke`, `openapi`, `healthcheck`. Flags override the
+ * The command line: `serve` (the default), `keys create|list|revoke`, `backup`, `restore`, `openapi`, `healthcheck`. Flags override the
  * environment. stdout carries only a command's result; notes, logs (in the configured format) and errors go to stderr.
  */
 import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
@@ -8,10 +8,14 @@ import { BunContext } from "@effect/platform-bun"
 import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
+import { backup as backupDatabase } from "./Backup.js"
+import { CommandFailed } from "./CommandFailed.js"
 import { Host, parsePort, Port, ServersConfig } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
+import { formatMillis, formatSize } from "./DurableFile.js"
 import { type CommandPath, commandPathOf, helpText } from "./Help.js"
 import { LoggingLive } from "./Logging.js"
+import { restore as restoreDatabase } from "./Restore.js"
 import { serve as serveHandler, VERSION } from "./Serve.js"
 import * as Sql from "./Sql.js"
 
@@ -25,9 +29,6 @@ export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
     return `${command}: ${this.problem}\nRun '${command} --help' for usage.`
   }
 }
-
-/** A command that ran and failed (a key that does not exist, a server that does not answer). Exit code 1. */
-export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandFailed", { message: Schema.String }) {}
 
 /** A line on stderr, without the colour Bun's console gives `console.error` on a terminal. */
 const note = (line: string) => Effect.sync(() => void process.stderr.write(`${line}\n`))
@@ -114,6 +115,40 @@ const keysRevoke = Command.make(
 
 const keys = Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke]))
 
+/**
+ * A consistent snapshot of the SQLite database while servers keep serving: its path alone on stdout. A signal does not
+ * cut it short (SQLite's copy cannot be stopped midway): it finishes, and its exit code says how it went.
+ */
+const backup = Command.make(
+  "backup",
+  { file: Args.text({ name: "FILE" }), force: Options.boolean("force"), database },
+  (options) =>
+    Effect.gen(function*() {
+      const written = yield* backupDatabase(options)
+      yield* Console.log(written.path)
+      yield* note(
+        `Backed up ${written.database}: ${written.pets} pets, ${formatSize(written.bytes)}, in ${
+          formatMillis(written.millis)
+        }.`
+      )
+    }).pipe(Effect.uninterruptible)
+)
+
+/**
+ * A snapshot put in place of the SQLite database, servers stopped: the database's path alone on stdout. Not cut short
+ * by a signal, which could leave the old database without its WAL and the new one not yet in place.
+ */
+const restore = Command.make(
+  "restore",
+  { file: Args.text({ name: "FILE" }), database },
+  (options) =>
+    Effect.gen(function*() {
+      const restored = yield* restoreDatabase(options)
+      yield* Console.log(restored.path)
+      yield* note(`Restored ${restored.path} from ${restored.snapshot}: ${restored.pets} pets. Start the service now.`)
+    }).pipe(Effect.uninterruptible)
+)
+
 const openapi = Command.make(
   "openapi",
   {},
@@ -157,7 +192,7 @@ const healthcheck = Command.make("healthcheck", { host, port }, ({ host, port })
 })
 
 export const cli = Command.make("petstore", serveOptions, serveHandler).pipe(
-  Command.withSubcommands([serve, keys, openapi, healthcheck])
+  Command.withSubcommands([serve, keys, backup, restore, openapi, healthcheck])
 )
 
 const HELP_FLAGS = ["-h", "--help"]

@@ -79,7 +79,8 @@ const accountOf = (uid: number): string => {
   return `uid ${uid}`
 }
 
-const currentUser = (): string => {
+/** The user this process runs as, for messages: `petstore (uid 10001)`. */
+export const currentUser = (): string => {
   const uid = process.getuid?.()
   if (uid !== undefined) return accountOf(uid)
   try {

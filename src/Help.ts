@@ -12,6 +12,8 @@ export type CommandPath =
   | "keys create"
   | "keys list"
   | "keys revoke"
+  | "backup"
+  | "restore"
   | "openapi"
   | "healthcheck"
 
@@ -28,6 +30,8 @@ Commands:
   keys create      issue an API key; prints the key alone on stdout
   keys list        list API keys (never the keys themselves)
   keys revoke ID   revoke an API key
+  backup FILE      write a consistent snapshot of the SQLite database to FILE, while servers keep serving
+  restore FILE     put a snapshot in place of the SQLite database (servers stopped)
   openapi          print the OpenAPI document that GET /openapi.json serves
   healthcheck      check that the server answers GET /healthz (for container health checks)
 
@@ -71,6 +75,24 @@ ${DATABASE}`,
 
 Revokes the API key with this id (12 hexadecimal digits, as 'keys list' shows it). Requests with it get 401 from
 then on (within half a second on servers already running).
+
+Options:
+${DATABASE}`,
+  backup: `Usage: petstore backup FILE [--force] [--database URL]
+
+Writes a consistent snapshot of the SQLite database (pets, API keys, everything) to FILE while servers keep serving
+and writing to it: one committed state, written to a temporary name beside FILE, synced, then renamed into place.
+Prints FILE's path alone on stdout; the size, the number of pets and the time taken go to stderr. Exit 1 with the
+reason when it cannot (no space, not writable, database unreadable); exit 2 for PostgreSQL (use pg_dump).
+
+Options:
+  --force          replace FILE if it exists (without it, an existing FILE is refused)
+${DATABASE}`,
+  restore: `Usage: petstore restore FILE [--database URL]
+
+Puts the snapshot FILE (as 'petstore backup' writes it) in place of the SQLite database, after checking it
+(PRAGMA integrity_check). Refused while a process (a server) has the database open: stop the service first, restore,
+start it. The database's old -wal and -shm files are removed. Prints the database's path alone on stdout.
 
 Options:
 ${DATABASE}`,

@@ -14,6 +14,10 @@ const servesFromEnvironment = args.length === 0 || (args.length === 1 && args[0]
 /** A command line the parser refused (`Cli.UsageError`): its message names the command already. */
 const isUsageError = (error: unknown): error is Error => (error as { _tag?: unknown })?._tag === "UsageError"
 
+/** A command that cannot be run as given: a usage error, or `backup`/`restore` asked of PostgreSQL. Exit code 2. */
+const cannotRunAsGiven = (error: unknown): boolean =>
+  isUsageError(error) || (error as { _tag?: unknown })?._tag === "NotForPostgres"
+
 /** The lines that tell a person why the program stopped, each naming the program. */
 const describe = (error: unknown): string => {
   if (isUsageError(error)) return error.message
@@ -35,12 +39,12 @@ const report = (cause: Cause.Cause<unknown>) =>
     if (text !== undefined) process.stderr.write(`${text}\n`)
   })
 
-/** 2 for a command line that cannot be run as given, 1 for any other failure, 0 otherwise. */
+/** 2 for a command that cannot be run as given, 1 for any other failure, 0 otherwise. */
 const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
   return Option.match(Cause.failureOption(exit.cause), {
     onNone: () => 1,
-    onSome: (error) => isUsageError(error) ? 2 : 1
+    onSome: (error) => cannotRunAsGiven(error) ? 2 : 1
   })
 }
 
