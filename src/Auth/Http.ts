@@ -22,15 +22,15 @@ const BEARER = /^bearer +([^\s]+) *$/i
 export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": "Bearer realm=\"petstore\"" }
 
 /** The key an `Authorization` header stands for: a 401 for a missing, malformed or unknown key. */
-const checkHeader = (keys: ApiKeys, header: string | undefined) =>
-  Effect.gen(function*() {
-    if (header === undefined) return yield* unauthorized()
-    const token = BEARER.exec(header)?.[1]
-    if (token === undefined) return yield* unauthorized("The Authorization header must be 'Bearer <API_KEY>'.")
-    const key = yield* orUnavailable(keys.authenticate(Redacted.make(token)))
-    if (Option.isNone(key)) return yield* unauthorized("The API key is not valid.")
-    return key.value
-  })
+const checkHeader = (keys: ApiKeys, header: string | undefined) => {
+  if (header === undefined) return Effect.fail(unauthorized())
+  const token = BEARER.exec(header)?.[1]
+  if (token === undefined) return Effect.fail(unauthorized("The Authorization header must be 'Bearer <API_KEY>'."))
+  return Effect.flatMap(
+    orUnavailable(keys.authenticate(Redacted.make(token))),
+    (key) => Option.isNone(key) ? Effect.fail(unauthorized("The API key is not valid.")) : Effect.succeed(key.value)
+  )
+}
 
 export const AuthorizationLive = Layer.effect(
   Authorization,
@@ -41,16 +41,13 @@ export const AuthorizationLive = Layer.effect(
     const authorize = (
       token: Redacted.Redacted<string>
     ): Effect.Effect<AuthenticatedKey, Unauthorized | Unavailable | RateLimitedOf> =>
-      Effect.gen(function*() {
-        // The header as sent, where a request is served: HttpApi's bearer credential drops the scheme word unread.
-        const request = yield* Effect.serviceOption(HttpServerRequest.HttpServerRequest)
+      Effect.flatMap(Effect.serviceOption(HttpServerRequest.HttpServerRequest), (request) => {
         const header = Option.isSome(request) ? request.value.headers.authorization : `Bearer ${Redacted.value(token)}`
-        const key = yield* checkHeader(keys, header).pipe(
-          Effect.tapErrorTag("Unauthorized", () => addResponseHeaders(CHALLENGE_HEADERS))
+        return checkHeader(keys, header).pipe(
+          Effect.tapErrorTag("Unauthorized", () => addResponseHeaders(CHALLENGE_HEADERS)),
+          Effect.tap((key) => annotateRequest("keyId", key.id)),
+          Effect.tap((key) => rateLimits.consume(key.id))
         )
-        yield* annotateRequest("keyId", key.id)
-        yield* rateLimits.consume(key.id)
-        return key
       })
     return { bearerAuth: authorize }
   })

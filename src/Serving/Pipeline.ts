@@ -7,13 +7,15 @@
  * answered at once; any other is awaited.
  *
  * As in HttpApi, the middleware run before the decoded request is looked at (an unauthenticated request is a 401
- * whatever its query), a failure is encoded as the endpoint declares it, and the platform's pre-response handlers
- * (`ResponseHeaders.addResponseHeaders`) apply to the answer, whatever its outcome. A failure nobody declared is a
+ * whatever its query), a failure is encoded as the endpoint declares it, and the headers the request's effects added
+ * (`ResponseHeaders.addResponseHeaders`, or the platform's pre-response handlers) apply to the answer, whatever its
+ * outcome. A failure nobody declared is a
  * logged 500, an interrupted request a 503.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Exit, FiberId, FiberRef, Option, Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Logging.js"
+import { CollectedHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer, type ResponseAnswer } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
 import * as Refusals from "./Refusals.js"
@@ -23,20 +25,26 @@ import { RequestServices } from "./RequestServices.js"
 
 type Served = Answer | ResponseAnswer
 
-/** The answer, once the pre-response handlers the request's effects appended have seen it. */
-const withPreResponse = (
+/**
+ * The answer with the headers the request's effects added (`ResponseHeaders.addResponseHeaders`), once any
+ * pre-response handler appended the platform's way has seen it.
+ */
+const finishAnswer = (
   request: HttpServerRequest.HttpServerRequest,
   made: Answer | HttpServerResponse.HttpServerResponse,
+  added: Readonly<Record<string, string>>,
   annotations: Readonly<Record<string, unknown>>
 ): Effect.Effect<Served> =>
   FiberRef.getWith(HttpApp.currentPreResponseHandlers, (handler) => {
     if (HttpServerResponse.isServerResponse(made)) {
-      const finished = Option.isNone(handler) ? Effect.succeed(made) : handler.value(request, made)
+      const response = HttpServerResponse.setHeaders(made, added)
+      const finished = Option.isNone(handler) ? Effect.succeed(response) : handler.value(request, response)
       return Effect.map(Effect.orDie(finished), (response): Served => ({
         response: HttpServerResponse.toWeb(response),
         annotations
       }))
     }
+    Object.assign(made.headers, added)
     if (Option.isNone(handler)) return Effect.succeed<Served>(made)
     const response = HttpServerResponse.empty({ status: made.status, headers: made.headers })
     return Effect.map(Effect.orDie(handler.value(request, response)), (finished): Served => ({
@@ -62,12 +70,12 @@ const makeProgram = (route: EndpointRoute): Effect.Effect<Served, never, Request
     handler
   )
   const answer = (exit: Exit.Exit<unknown, unknown>) =>
-    Effect.flatMap(RequestInput, ({ log, request }): Effect.Effect<Served> => {
+    Effect.flatMap(RequestInput, ({ added, log, request }): Effect.Effect<Served> => {
       const made = answerFromExit(route, exit, log.annotations)
-      if (made !== undefined) return withPreResponse(request, made, log.annotations)
+      if (made !== undefined) return finishAnswer(request, made, added, log.annotations)
       return Effect.zipRight(
         Effect.logError("unexpected failure", Exit.isFailure(exit) ? exit.cause : undefined),
-        withPreResponse(request, refusalAnswer(Refusals.internalError, log.annotations), log.annotations)
+        finishAnswer(request, refusalAnswer(Refusals.internalError, log.annotations), added, log.annotations)
       )
     })
   return Effect.matchCauseEffect(served, {
@@ -95,6 +103,7 @@ export const makePipeline = (
     const request = HttpServerRequest.fromWeb(input.request)
     const services = new RequestServices(baseServices)
     const log = { requestId: input.requestId, annotations: {} }
+    const added: Record<string, string> = {}
     const requestInput: RequestInput = {
       started: input.started,
       params: input.params,
@@ -104,6 +113,7 @@ export const makePipeline = (
       parentSpan: input.parentSpan,
       services,
       request,
+      added,
       log,
       decoded: decodeRequest(route, input, request)
     }
@@ -111,6 +121,7 @@ export const makePipeline = (
     services.set(HttpServerRequest.HttpServerRequest.key, request)
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
     services.set(RequestLogContext.key, log)
+    services.set(CollectedHeaders.key, added)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const context = Context.unsafeMake<never>(services)
 

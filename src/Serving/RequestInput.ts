@@ -23,6 +23,8 @@ export interface PipelineRequest {
 
 /** What a request brings to its fiber, beside the platform's request. */
 export interface RequestInput extends Omit<PipelineRequest, "request"> {
+  /** The headers its answer carries, as handlers and middleware add them (`ResponseHeaders.CollectedHeaders`). */
+  readonly added: Record<string, string>
   /** The request as its log lines name it (`Logging.RequestLogContext`). */
   readonly log: { readonly requestId: string; readonly annotations: Record<string, unknown> }
   /** The services of the request's fiber: its own map, so what a middleware provides is added to it in place. */
