@@ -7,7 +7,7 @@
 import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
 import { Config, type ConfigError, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
-import { duration } from "./Config.js"
+import { duration, positiveDuration } from "./Config.js"
 import { type DatabaseFileError, explainingOpenFailures, sqliteFile } from "./DatabaseFile.js"
 import { migrations } from "./migrations/index.js"
 import { Observability, type PoolState } from "./Observability/Hooks.js"
@@ -29,8 +29,8 @@ export interface PostgresTimeouts {
 }
 
 export const PostgresTimeoutsConfig: Config.Config<PostgresTimeouts> = Config.all({
-  connect: duration("DB_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
-  query: duration("DB_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  connect: positiveDuration("DB_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  query: positiveDuration("DB_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
   startup: duration("DB_STARTUP_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
 })
 

@@ -94,11 +94,11 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
     [{ PORT: "abc" }, `petstore: PORT must be an integer from 1 to 65535 (got "abc")`],
     [
       { SHUTDOWN_TIMEOUT: "soon" },
-      `petstore: SHUTDOWN_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds or 1 minute (got "soon")`
+      `petstore: SHUTDOWN_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds, 1 minute, or 0 (got "soon")`
     ],
     [
       { DATABASE_URL: "postgres://u:p@127.0.0.1:1/db", DB_STARTUP_TIMEOUT: "2 parsecs" },
-      `petstore: DB_STARTUP_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds or 1 minute (got "2 parsecs")`
+      `petstore: DB_STARTUP_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds, 1 minute, or 0 (got "2 parsecs")`
     ]
   ]
   for (const [env, message] of cases) {
