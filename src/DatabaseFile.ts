@@ -4,7 +4,7 @@
  * variable, the path, the reason and what to do (the directory is missing; the process's user cannot write it).
  */
 import { Cause, Either, Layer, Schema } from "effect"
-import { accessSync, constants, readFileSync, type Stats, statSync } from "node:fs"
+import { accessSync, closeSync, constants, openSync, readFileSync, type Stats, statSync, unlinkSync } from "node:fs"
 import { userInfo } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
@@ -22,6 +22,18 @@ const MODES = ["rwc", "memory"]
  * `file::memory:`, `?mode=memory`) are read here: SQLite as Bun opens it would take them for file names.
  */
 export const sqliteFile = (url: string): Either.Either<string, DatabaseFileError> => {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1]
+  if (scheme !== undefined && scheme.toLowerCase() !== "file") {
+    // Only the scheme is shown: the rest of such a URL may hold a password.
+    return Either.left(
+      new DatabaseFileError({
+        message:
+          `DATABASE_URL is a ${scheme}:// URL, which petstore cannot use: it stores its catalogue in SQLite or ` +
+          `PostgreSQL. Set DATABASE_URL to a postgres:// (or postgresql://) URL, or to a SQLite file: a path such as ` +
+          `/data/petstore.db, a file: URI such as file:///data/petstore.db, or :memory:.`
+      })
+    )
+  }
   if (!/^file:/i.test(url)) return Either.right(url)
   const refuse = (why: string) =>
     Either.left(
@@ -122,7 +134,33 @@ export const diagnose = (path: string, reason: string): string => {
       `mode ${mode(directoryStats)}), where SQLite keeps the database and its -wal and -shm files. ` +
       `Run petstore as its owner, or give ${user} write access to it (chown or chmod).`
   }
+  const refused = creationRefused(directory)
+  if (refused === "EROFS") {
+    return `the file system of ${directory} is mounted read-only. Set DATABASE_URL to a file on a writable volume, ` +
+      `for example /data/petstore.db.`
+  }
+  if (refused !== undefined) {
+    return `no file can be created in ${directory} (${refused}): it is not a place for data (a virtual file system ` +
+      `such as /proc or /sys, or one that refuses new files). Set DATABASE_URL to a file on a writable disk, for ` +
+      `example /data/petstore.db or ./petstore.db.`
+  }
   return `SQLite says: ${reason}.`
+}
+
+/**
+ * Whether a file can be created in `directory`, tried with a file of its own (removed at once): the error code when
+ * not. Permissions can say yes where the file system says no (/proc, /sys, a read-only mount, root's own checks).
+ */
+const creationRefused = (directory: string): string | undefined => {
+  const probe = join(directory, `.petstore-probe-${process.pid}`)
+  try {
+    closeSync(openSync(probe, "wx"))
+    unlinkSync(probe)
+    return undefined
+  } catch (error) {
+    const code = String((error as { code?: unknown }).code ?? "unknown")
+    return code === "EEXIST" ? undefined : code
+  }
 }
 
 /** The message of a SQLite failure (bun:sqlite's `SQLiteError`) somewhere in a failure's chain of causes. */

@@ -110,8 +110,15 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
     })
   }
 
-  it("durations take 2s, 500ms and 2 seconds", async () => {
-    for (const timeout of ["2s", "500ms", "2 seconds"]) {
+  it("a command reads only the settings it uses: PORT=99999 petstore keys list lists the keys", () => {
+    const result = petstore(["keys", "list", "--database", join(scratchDirectory(), "pets.db")], { PORT: "99999" })
+    expect(result.status).toBe(0)
+    expect(result.stderr).toBe("")
+    expect(result.stdout).toMatch(/^ID\s+NAME\s+CREATED/)
+  })
+
+  it("durations take 2s, 500ms, 2 seconds and 0", async () => {
+    for (const timeout of ["2s", "500ms", "2 seconds", "0"]) {
       const server = await startPetstore({
         database: join(scratchDirectory(), "pets.db"),
         env: { SHUTDOWN_TIMEOUT: timeout }
