@@ -1,6 +1,7 @@
 /**
  * The command line: `serve` (the default), `keys create|list|revoke`, `openapi`, `healthcheck`. Flags override the
- * environment. stdout carries only a command's result; notes, logs (in the configured format) and errors go to stderr.
+ * environment. stdout carries only a command's result; notes, logs (in the configured format) and errors go to stderr
+ * (`serve` alone logs to stdout, see `Serve.ts`).
  */
 import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
