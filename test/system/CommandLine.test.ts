@@ -5,7 +5,7 @@
  */
 import { spawnSync } from "node:child_process"
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from "node:fs"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { BINARY, createKey, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
 
@@ -55,6 +55,10 @@ describe("help and version", () => {
     expect(help.stdout).toMatch(/^Usage: petstore keys create --name NAME/)
     expect(help.stdout).toContain("--database URL")
     expect(petstore(["serve", "--help"]).stdout).toMatch(/--port PORT\s+the port to listen on, 1 to 65535/)
+  })
+
+  it("dist/ holds the executable alone: its source map is embedded in it", () => {
+    expect(readdirSync(dirname(BINARY))).toEqual(["petstore"])
   })
 
   it("--version prints the version alone", () => {
