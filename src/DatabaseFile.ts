@@ -4,7 +4,17 @@
  * variable, the path, the reason and what to do (the directory is missing; the process's user cannot write it).
  */
 import { Cause, Either, Layer, Schema } from "effect"
-import { accessSync, closeSync, constants, openSync, readFileSync, type Stats, statSync, unlinkSync } from "node:fs"
+import {
+  accessSync,
+  closeSync,
+  constants,
+  openSync,
+  readFileSync,
+  statfsSync,
+  type Stats,
+  statSync,
+  unlinkSync
+} from "node:fs"
 import { userInfo } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
@@ -120,6 +130,11 @@ export const diagnose = (path: string, reason: string): string => {
   if (!directoryStats.isDirectory()) {
     return `${directory} is not a directory. Set DATABASE_URL to a file in a directory.`
   }
+  const virtual = virtualFileSystemOf(directory)
+  if (virtual !== undefined) {
+    return `${directory} is on ${virtual}, a virtual file system of the kernel that holds no data files. ` +
+      WRITABLE_DISK
+  }
   if (typeof fileStats !== "string" && fileStats.isDirectory()) {
     return `it is a directory. Set DATABASE_URL to a file, for example ${join(file, "petstore.db")}.`
   }
@@ -140,11 +155,32 @@ export const diagnose = (path: string, reason: string): string => {
       `for example /data/petstore.db.`
   }
   if (refused !== undefined) {
-    return `no file can be created in ${directory} (${refused}): it is not a place for data (a virtual file system ` +
-      `such as /proc or /sys, or one that refuses new files). Set DATABASE_URL to a file on a writable disk, for ` +
-      `example /data/petstore.db or ./petstore.db.`
+    return `no file can be created in ${directory} (${refused}): its file system refuses new files. ${WRITABLE_DISK}`
   }
   return `SQLite says: ${reason}.`
+}
+
+const WRITABLE_DISK = "Set DATABASE_URL to a file on a writable disk, for example /data/petstore.db or ./petstore.db."
+
+/** The kernel's own file systems (their `statfs` magic numbers), where no database can live. */
+const VIRTUAL_FILE_SYSTEMS: Record<number, string> = {
+  0x9fa0: "proc",
+  0x62656572: "sysfs",
+  0x1cd1: "devpts",
+  0x27e0eb: "cgroup",
+  0x63677270: "cgroup2",
+  0x64626720: "debugfs",
+  0x74726163: "tracefs",
+  0x73636673: "securityfs"
+}
+
+/** The name of the kernel's virtual file system `directory` is on, if it is on one. */
+const virtualFileSystemOf = (directory: string): string | undefined => {
+  try {
+    return VIRTUAL_FILE_SYSTEMS[statfsSync(directory).type]
+  } catch {
+    return undefined
+  }
 }
 
 /**
