@@ -9,6 +9,9 @@ export default defineConfig({
   test: {
     include: ["test/system/**/*.test.ts"],
     pool: "forks",
+    // Console output of a test is shown only when it fails; after the summary, the skipped tests and why.
+    silent: "passed-only",
+    reporters: ["default", "./test/support/SkipReasons.ts"],
     fileParallelism: false,
     testTimeout: 60_000,
     hookTimeout: 60_000

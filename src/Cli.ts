@@ -1,11 +1,23 @@
 /**
- * The command line: `serve` (the default), `keys create|list|revoke`, `backup`, `restore`, `openapi`, `healthcheck`. Flags override the
- * environment. stdout carries only a command's result; notes, logs (in the configured format) and errors go to stderr.
+ * The command line: `serve` (the default), `keys create|list|revoke`, `backup`, `restore`, `openapi`, `healthcheck`.
+ * Flags override the environment. stdout carries only a command's result; notes, logs (in the configured format) and
+ * errors go to stderr (`serve` alone logs to stdout, see `Serve.ts`).
  */
 import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
 import { BunContext } from "@effect/platform-bun"
-import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
+import {
+  type Config,
+  type ConfigError,
+  Console,
+  Effect,
+  Either,
+  Layer,
+  Option,
+  ParseResult,
+  Redacted,
+  Schema
+} from "effect"
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { backup as backupDatabase } from "./Backup.js"
@@ -44,8 +56,13 @@ const decodeArgument = <A>(schema: Schema.Schema<A, string>, command: CommandPat
     onRight: Effect.succeed
   })
 
-const database = Options.redacted("database").pipe(Options.withFallbackConfig(Sql.DatabaseUrl))
-const host = Options.text("host").pipe(Options.withFallbackConfig(Host))
+/**
+ * The flags that override a setting. The setting itself is read from the environment only when the command runs and
+ * only by the commands that use it (`fromFlagOr`), so a bad `PORT` does not stop `keys list`, and a bad setting is a
+ * failure naming its variable (exit 1), not a command line to correct.
+ */
+const database = Options.redacted("database").pipe(Options.optional)
+const host = Options.text("host").pipe(Options.optional)
 // The same rule and message as the PORT variable.
 const port = Options.text("port").pipe(
   Options.mapEffect((text) =>
@@ -55,17 +72,37 @@ const port = Options.text("port").pipe(
       onRight: Effect.succeed
     })
   ),
-  Options.withFallbackConfig(Port)
+  Options.optional
 )
+
+/** The flag's value when it was given, else the setting from the environment. */
+const fromFlagOr = <A>(flag: Option.Option<A>, setting: Config.Config<A>): Effect.Effect<A, ConfigError.ConfigError> =>
+  Option.match(flag, { onNone: () => setting, onSome: Effect.succeed })
 
 const serveOptions = { host, port, database }
 
-const serve = Command.make("serve", serveOptions, serveHandler)
+/** `serve`: where to listen and which database, each from its flag or else its variable. */
+const serveWith = (flags: Command.Command.ParseConfig<typeof serveOptions>) =>
+  Effect.flatMap(
+    Effect.all({
+      host: fromFlagOr(flags.host, Host),
+      port: fromFlagOr(flags.port, Port),
+      database: fromFlagOr(flags.database, Sql.DatabaseUrl)
+    }),
+    serveHandler
+  )
 
-/** The keys service on the database, its layers built with the logger in place (their logs go to stderr too). */
-const withKeys = (databaseUrl: Redacted.Redacted<string>) => <A, E>(effect: Effect.Effect<A, E, ApiKeys>) =>
-  effect.pipe(
-    Effect.provide(ApiKeys.Default.pipe(Layer.provide(Sql.layer(databaseUrl)))),
+const serve = Command.make("serve", serveOptions, serveWith)
+
+/**
+ * The keys service on the database (`--database`, else `DATABASE_URL`), its layers built with the logger in place
+ * (their logs go to stderr too).
+ */
+const withKeys = (flag: Option.Option<Redacted.Redacted<string>>) => <A, E>(effect: Effect.Effect<A, E, ApiKeys>) =>
+  fromFlagOr(flag, Sql.DatabaseUrl).pipe(
+    Effect.flatMap((databaseUrl) =>
+      effect.pipe(Effect.provide(ApiKeys.Default.pipe(Layer.provide(Sql.layer(databaseUrl)))))
+    ),
     Effect.provide(LoggingLive("stderr"))
   )
 
@@ -124,7 +161,10 @@ const backup = Command.make(
   { file: Args.text({ name: "FILE" }), force: Options.boolean("force"), database },
   (options) =>
     Effect.gen(function*() {
-      const written = yield* backupDatabase(options)
+      const written = yield* backupDatabase({
+        ...options,
+        database: yield* fromFlagOr(options.database, Sql.DatabaseUrl)
+      })
       yield* Console.log(written.path)
       yield* note(
         `Backed up ${written.database}: ${written.pets} pets, ${formatSize(written.bytes)}, in ${
@@ -143,7 +183,10 @@ const restore = Command.make(
   { file: Args.text({ name: "FILE" }), database },
   (options) =>
     Effect.gen(function*() {
-      const restored = yield* restoreDatabase(options)
+      const restored = yield* restoreDatabase({
+        ...options,
+        database: yield* fromFlagOr(options.database, Sql.DatabaseUrl)
+      })
       yield* Console.log(restored.path)
       yield* note(`Restored ${restored.path} from ${restored.snapshot}: ${restored.pets} pets. Start the service now.`)
     }).pipe(Effect.uninterruptible)
@@ -168,10 +211,9 @@ const reasonOf = (cause: unknown): string | undefined => {
   return typeof code === "string" ? code : typeof message === "string" ? message : undefined
 }
 
-/** The container's HEALTHCHECK: asks the server's /healthz, exits non-zero unless it answers 200. */
-const healthcheck = Command.make("healthcheck", { host, port }, ({ host, port }) => {
-  const url = healthcheckUrl(host, port)
-  return HttpClient.get(url).pipe(
+/** Asks `url` (a server's /healthz) and prints `ok` when it answers 200. */
+const askHealth = (url: string) =>
+  HttpClient.get(url).pipe(
     Effect.flatMap(HttpClientResponse.filterStatusOk),
     Effect.timeoutFail({
       duration: "2 seconds",
@@ -186,12 +228,17 @@ const healthcheck = Command.make("healthcheck", { host, port }, ({ host, port })
       ResponseError: (error) => new CommandFailed({ message: `${url} answered ${error.response.status}, not 200.` })
     }),
     Effect.zipRight(Console.log("ok")),
-    Effect.provide(FetchHttpClient.layer),
-    Effect.provide(LoggingLive("stderr"))
+    Effect.provide(FetchHttpClient.layer)
   )
-})
 
-export const cli = Command.make("petstore", serveOptions, serveHandler).pipe(
+/** The container's HEALTHCHECK: asks the server's /healthz, exits non-zero unless it answers 200. */
+const healthcheck = Command.make("healthcheck", { host, port }, (flags) =>
+  Effect.gen(function*() {
+    const url = healthcheckUrl(yield* fromFlagOr(flags.host, Host), yield* fromFlagOr(flags.port, Port))
+    return yield* askHealth(url)
+  }).pipe(Effect.provide(LoggingLive("stderr"))))
+
+export const cli = Command.make("petstore", serveOptions, serveWith).pipe(
   Command.withSubcommands([serve, keys, backup, restore, openapi, healthcheck])
 )
 

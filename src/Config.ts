@@ -52,7 +52,8 @@ const UNITS: Record<string, Duration.DurationInput> = {
   hours: "1 hour"
 }
 
-export const DURATION_RULE = "must be a duration such as 2s, 500ms, 2 seconds or 1 minute"
+export const DURATION_RULE = "must be a duration such as 2s, 500ms, 2 seconds, 1 minute, or 0"
+export const POSITIVE_DURATION_RULE = "must be a positive duration such as 2s, 500ms, 2 seconds or 1 minute"
 
 /** `name`: one of the given words (`LOG_LEVEL must be one of debug, info, warning, error (got "loud")`). */
 export const oneOf = <const A extends string>(name: string, values: ReadonlyArray<A>): Config.Config<A> =>
@@ -61,8 +62,12 @@ export const oneOf = <const A extends string>(name: string, values: ReadonlyArra
     (text) => values.includes(text as A) ? Either.right(text as A) : Either.left(`must be one of ${values.join(", ")}`)
   )
 
-/** A duration: a number and a unit (ms, s, m, h, or their names: `500ms`, `2s`, `2 seconds`, `1.5 minutes`). */
+/**
+ * A duration: a number and a unit (ms, s, m, h, or their names: `500ms`, `2s`, `2 seconds`, `1.5 minutes`), or a bare
+ * `0`, which is how operators write "none".
+ */
 export const parseDuration = (text: string): Either.Either<Duration.Duration, string> => {
+  if (/^0+(?:\.0+)?$/.test(text)) return Either.right(Duration.zero)
   const match = /^([0-9]+(?:\.[0-9]+)?) ?([a-z]+)$/i.exec(text)
   const unit = match === null ? undefined : UNITS[match[2].toLowerCase()]
   return match === null || unit === undefined
@@ -70,8 +75,16 @@ export const parseDuration = (text: string): Either.Either<Duration.Duration, st
     : Either.right(Duration.times(Duration.decode(unit), Number(match[1])))
 }
 
-/** `name`: a duration (`2s`, `500ms`, `2 seconds`); anything else is refused with the accepted forms. */
+/** `name`: a duration (`2s`, `500ms`, `2 seconds`, `0`); anything else is refused with the accepted forms. */
 export const duration = (name: string): Config.Config<Duration.Duration> => variable(name, parseDuration)
+
+/** `name`: a duration longer than zero, for the waits that zero would turn off or make meaningless. */
+export const positiveDuration = (name: string): Config.Config<Duration.Duration> =>
+  variable(name, (text) =>
+    Either.match(parseDuration(text), {
+      onLeft: () => Either.left(POSITIVE_DURATION_RULE),
+      onRight: (value) => Duration.toMillis(value) > 0 ? Either.right(value) : Either.left(POSITIVE_DURATION_RULE)
+    }))
 
 /**
  * A configuration failure as lines for a person: each names its variable (`PORT must be …`, `PORT: expected …`).
@@ -129,12 +142,12 @@ export const logFormat = (target: "stdout" | "stderr") =>
 
 export const LogFormatConfig = logFormat("stdout")
 
-/** How long requests in flight may take to finish after SIGTERM/SIGINT (e.g. `10s`, `500ms`). */
+/** How long requests in flight may take to finish after SIGTERM/SIGINT (e.g. `10s`, `500ms`; `0`: cut off at once). */
 export const ShutdownTimeout = duration("SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(10)))
 
 /**
  * After SIGTERM/SIGINT, how long the listener keeps serving with readiness already 503, so that a load balancer that
- * polls `/readyz` stops sending before connections are refused (`0 seconds`: no delay).
+ * polls `/readyz` stops sending before connections are refused (`0`: no delay).
  */
 export const ShutdownDelay = duration("SHUTDOWN_DELAY").pipe(Config.withDefault(Duration.seconds(5)))
 

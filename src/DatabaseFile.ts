@@ -4,7 +4,17 @@
  * variable, the path, the reason and what to do (the directory is missing; the process's user cannot write it).
  */
 import { Cause, Either, Layer, Schema } from "effect"
-import { accessSync, constants, readFileSync, type Stats, statSync } from "node:fs"
+import {
+  accessSync,
+  closeSync,
+  constants,
+  openSync,
+  readFileSync,
+  statfsSync,
+  type Stats,
+  statSync,
+  unlinkSync
+} from "node:fs"
 import { userInfo } from "node:os"
 import { dirname, join, resolve } from "node:path"
 
@@ -22,6 +32,18 @@ const MODES = ["rwc", "memory"]
  * `file::memory:`, `?mode=memory`) are read here: SQLite as Bun opens it would take them for file names.
  */
 export const sqliteFile = (url: string): Either.Either<string, DatabaseFileError> => {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1]
+  if (scheme !== undefined && scheme.toLowerCase() !== "file") {
+    // Only the scheme is shown: the rest of such a URL may hold a password.
+    return Either.left(
+      new DatabaseFileError({
+        message:
+          `DATABASE_URL is a ${scheme}:// URL, which petstore cannot use: it stores its catalogue in SQLite or ` +
+          `PostgreSQL. Set DATABASE_URL to a postgres:// (or postgresql://) URL, or to a SQLite file: a path such as ` +
+          `/data/petstore.db, a file: URI such as file:///data/petstore.db, or :memory:.`
+      })
+    )
+  }
   if (!/^file:/i.test(url)) return Either.right(url)
   const refuse = (why: string) =>
     Either.left(
@@ -109,6 +131,11 @@ export const diagnose = (path: string, reason: string): string => {
   if (!directoryStats.isDirectory()) {
     return `${directory} is not a directory. Set DATABASE_URL to a file in a directory.`
   }
+  const virtual = virtualFileSystemOf(directory)
+  if (virtual !== undefined) {
+    return `${directory} is on ${virtual}, a virtual file system of the kernel that holds no data files. ` +
+      WRITABLE_DISK
+  }
   if (typeof fileStats !== "string" && fileStats.isDirectory()) {
     return `it is a directory. Set DATABASE_URL to a file, for example ${join(file, "petstore.db")}.`
   }
@@ -123,7 +150,54 @@ export const diagnose = (path: string, reason: string): string => {
       `mode ${mode(directoryStats)}), where SQLite keeps the database and its -wal and -shm files. ` +
       `Run petstore as its owner, or give ${user} write access to it (chown or chmod).`
   }
+  const refused = creationRefused(directory)
+  if (refused === "EROFS") {
+    return `the file system of ${directory} is mounted read-only. Set DATABASE_URL to a file on a writable volume, ` +
+      `for example /data/petstore.db.`
+  }
+  if (refused !== undefined) {
+    return `no file can be created in ${directory} (${refused}): its file system refuses new files. ${WRITABLE_DISK}`
+  }
   return `SQLite says: ${reason}.`
+}
+
+const WRITABLE_DISK = "Set DATABASE_URL to a file on a writable disk, for example /data/petstore.db or ./petstore.db."
+
+/** The kernel's own file systems (their `statfs` magic numbers), where no database can live. */
+const VIRTUAL_FILE_SYSTEMS: Record<number, string> = {
+  0x9fa0: "proc",
+  0x62656572: "sysfs",
+  0x1cd1: "devpts",
+  0x27e0eb: "cgroup",
+  0x63677270: "cgroup2",
+  0x64626720: "debugfs",
+  0x74726163: "tracefs",
+  0x73636673: "securityfs"
+}
+
+/** The name of the kernel's virtual file system `directory` is on, if it is on one. */
+const virtualFileSystemOf = (directory: string): string | undefined => {
+  try {
+    return VIRTUAL_FILE_SYSTEMS[statfsSync(directory).type]
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Whether a file can be created in `directory`, tried with a file of its own (removed at once): the error code when
+ * not. Permissions can say yes where the file system says no (/proc, /sys, a read-only mount, root's own checks).
+ */
+const creationRefused = (directory: string): string | undefined => {
+  const probe = join(directory, `.petstore-probe-${process.pid}`)
+  try {
+    closeSync(openSync(probe, "wx"))
+    unlinkSync(probe)
+    return undefined
+  } catch (error) {
+    const code = String((error as { code?: unknown }).code ?? "unknown")
+    return code === "EEXIST" ? undefined : code
+  }
 }
 
 /** The message of a SQLite failure (bun:sqlite's `SQLiteError`) somewhere in a failure's chain of causes. */

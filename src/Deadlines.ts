@@ -9,7 +9,7 @@
  * so that it never cuts a request in flight. The request pipeline keeps the deadline (`Serving/Pipeline.ts`).
  */
 import { Config, ConfigError, Duration, Either } from "effect"
-import { duration } from "./Config.js"
+import { positiveDuration } from "./Config.js"
 import { PostgresTimeoutsConfig } from "./Sql.js"
 
 /** The client's grace on PostgreSQL past the statement timeout (`query_timeout`, see `Sql.ts`). */
@@ -29,7 +29,7 @@ export const DEFAULT_REQUEST_TIMEOUT = Duration.seconds(15)
 
 /** `REQUEST_TIMEOUT`, checked against the database's timeouts (the database gives up first) and Bun's bound. */
 export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all({
-  request: duration("REQUEST_TIMEOUT").pipe(Config.withDefault(DEFAULT_REQUEST_TIMEOUT)),
+  request: positiveDuration("REQUEST_TIMEOUT").pipe(Config.withDefault(DEFAULT_REQUEST_TIMEOUT)),
   database: PostgresTimeoutsConfig
 }).pipe(
   Config.mapOrFail(({ database, request }) => {

@@ -50,6 +50,22 @@ const closingWhileDraining = (handler: Server, draining: () => boolean) => {
 }
 
 /**
+ * The first line logged after SIGTERM/SIGINT: what happens next and how long it takes, and that a second signal (a
+ * second Ctrl-C) stops the process at once (the runtime stops listening for signals once the first has come).
+ */
+export const shuttingDownLine = (
+  options: { readonly shutdownDelay: Duration.Duration; readonly shutdownTimeout: Duration.Duration }
+): string => {
+  const finish = Duration.toMillis(options.shutdownTimeout) > 0
+    ? `requests in flight get up to ${Duration.format(options.shutdownTimeout)} (SHUTDOWN_TIMEOUT) to finish`
+    : "requests still in flight are cut off (SHUTDOWN_TIMEOUT=0)"
+  const serving = Duration.toMillis(options.shutdownDelay) > 0
+    ? `still serving for ${Duration.format(options.shutdownDelay)} (SHUTDOWN_DELAY) with /readyz answering 503, then `
+    : ""
+  return `shutting down: ${serving}${finish}; a second Ctrl-C or signal stops at once`
+}
+
+/**
  * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503 at once and every answer closes its
  * connection, while the listener keeps serving for `shutdownDelay` (a load balancer polling `/readyz` stops sending
  * meanwhile); then it stops accepting, the requests in flight finish with their real answers (up to `shutdownTimeout`,
@@ -81,12 +97,13 @@ export const ListenerLive = (options: ListenOptions) =>
         Effect.gen(function*() {
           yield* lifecycle.startDrain
           draining = true
-          if (Duration.toMillis(options.shutdownDelay) > 0) {
-            yield* Effect.logInfo("shutting down: not ready; serving until the delay is over").pipe(
-              Effect.annotateLogs("shutdownDelay", Duration.format(options.shutdownDelay))
-            )
-            yield* Effect.sleep(options.shutdownDelay)
-          }
+          yield* Effect.logInfo(shuttingDownLine(options)).pipe(
+            Effect.annotateLogs({
+              shutdownDelay: Duration.format(options.shutdownDelay),
+              shutdownTimeout: Duration.format(options.shutdownTimeout)
+            })
+          )
+          if (Duration.toMillis(options.shutdownDelay) > 0) yield* Effect.sleep(options.shutdownDelay)
           yield* Effect.logInfo("draining").pipe(Effect.annotateLogs("inFlight", server.pendingRequests))
           // A finalizer is uninterruptible: the wait is made interruptible so that the timeout can end it.
           const drained = yield* Effect.promise(() => server.stop(false)).pipe(

@@ -9,6 +9,7 @@ import { RequestTimeoutConfig } from "./Deadlines.js"
 import { HttpLive } from "./Listener.js"
 import { LoggingLive } from "./Logging.js"
 import { ObservabilityLive } from "./Observability/Live.js"
+import { RateLimitPruningLive } from "./RateLimit/Pruning.js"
 import * as Sql from "./Sql.js"
 
 export const VERSION: string = pkg.version
@@ -43,7 +44,12 @@ export const serve = (options: ServeOptions) =>
         shutdownDelay: yield* ShutdownDelay,
         requestTimeout: yield* RequestTimeoutConfig,
         describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
-      }).pipe(Layer.provide(Sql.layer(options.database)), Layer.provide(ObservabilityLive(VERSION)))
+      }).pipe(
+        // Pruned below the listener: the pruning stops once the drain is over, with the database still open.
+        Layer.provideMerge(RateLimitPruningLive),
+        Layer.provide(Sql.layer(options.database)),
+        Layer.provide(ObservabilityLive(VERSION))
+      )
     ).pipe(Effect.withTracerEnabled(false))
   }).pipe(Effect.provide(LoggingLive("stdout")))
 

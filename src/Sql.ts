@@ -7,7 +7,7 @@
 import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
 import { Config, type ConfigError, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
-import { duration } from "./Config.js"
+import { duration, positiveDuration } from "./Config.js"
 import { type DatabaseFileError, explainingOpenFailures, sqliteFile } from "./DatabaseFile.js"
 import { migrations } from "./migrations/index.js"
 import { Observability, type PoolState } from "./Observability/Hooks.js"
@@ -28,9 +28,12 @@ export interface PostgresTimeouts {
   readonly startup: Duration.Duration
 }
 
+/** `DB_QUERY_TIMEOUT`, the one timeout SQLite uses too. */
+export const QueryTimeoutConfig = positiveDuration("DB_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5)))
+
 export const PostgresTimeoutsConfig: Config.Config<PostgresTimeouts> = Config.all({
-  connect: duration("DB_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
-  query: duration("DB_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  connect: positiveDuration("DB_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  query: QueryTimeoutConfig,
   startup: duration("DB_STARTUP_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
 })
 
@@ -253,19 +256,22 @@ export type DatabaseError =
   | ConfigError.ConfigError
 
 /**
- * The migrated SQL client for a database URL. The timeouts are the given ones, else those of the environment
- * (`DB_CONNECT_TIMEOUT`, `DB_QUERY_TIMEOUT`, `DB_STARTUP_TIMEOUT`).
+ * The migrated SQL client for a database URL. The timeouts are the given ones, else those of the environment that the
+ * backend uses (`DB_CONNECT_TIMEOUT`, `DB_QUERY_TIMEOUT`, `DB_STARTUP_TIMEOUT`; SQLite reads `DB_QUERY_TIMEOUT` alone).
  */
 export const layer = (
   url: Redacted.Redacted<string>,
   timeouts?: PostgresTimeouts
 ): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
   const value = Redacted.value(url)
-  const backend = (given: PostgresTimeouts): Layer.Layer<SqlClient.SqlClient, DatabaseError> =>
-    isPostgresUrl(value) ? postgres(url, given) : sqlite(value, given.query)
+  if (isPostgresUrl(value)) {
+    return timeouts !== undefined
+      ? postgres(url, timeouts)
+      : Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, (given) => postgres(url, given)))
+  }
   return timeouts !== undefined
-    ? backend(timeouts)
-    : Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, backend))
+    ? sqlite(value, timeouts.query)
+    : Layer.unwrapEffect(Effect.map(QueryTimeoutConfig, (query) => sqlite(value, query)))
 }
 
 /** The migrated SQL client for `DATABASE_URL`. */

@@ -48,6 +48,31 @@ const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   })
 }
 
+/** Two deliveries of a signal closer than this are one: the same Ctrl-C, reaching the service twice. */
+const DUPLICATE_MS = 250
+
+/**
+ * A second SIGINT or SIGTERM stops the process at once, by that signal, skipping the drain (the runtime interrupts the
+ * program on the first and then stops listening). Under `npm start` on a terminal, one Ctrl-C reaches the service twice
+ * (from the terminal, and from npm, which passes its own copy on a few milliseconds later): a signal within
+ * `DUPLICATE_MS` of the first is taken for that copy.
+ */
+const stopAtOnceOnSecondSignal = () => {
+  let first: number | undefined
+  const onSignal = (signal: NodeJS.Signals) => {
+    const now = performance.now()
+    if (first === undefined) first = now
+    else if (now - first >= DUPLICATE_MS) {
+      process.removeListener("SIGINT", onSignal)
+      process.removeListener("SIGTERM", onSignal)
+      process.kill(process.pid, signal)
+    }
+  }
+  process.on("SIGINT", onSignal)
+  process.on("SIGTERM", onSignal)
+}
+stopAtOnceOnSecondSignal()
+
 const program: Effect.Effect<unknown, unknown> = servesFromEnvironment
   ? Effect.flatMap(Effect.promise(() => import("./Serve.js")), (serve) => serve.serveFromEnvironment)
   : Effect.flatMap(Effect.promise(() => import("./Cli.js")), (cli) => cli.main(process.argv))

@@ -12,8 +12,25 @@ const pkg = JSON.parse(readFileSync(`${root}/package.json`, "utf8"))
 const npmMajor = Number(spawnSync("npm", ["--version"], { encoding: "utf8" }).stdout?.split(".")[0])
 
 describe("package.json", () => {
-  it("states the Node versions it runs on", () => {
-    expect(pkg.engines.node).toMatch(/\d/)
+  it("states the Node versions it runs on: the lowest of each range it names is accepted by every installed package", () => {
+    const range: string = pkg.engines.node
+    // `^20.19.0 || >=24` → 20.19.0 and 24.0.0: where each range starts. Packages' ranges are open upwards.
+    const lowest = range.split("||").map((part) => {
+      const [major, minor = "0", patch = "0"] = part.trim().replace(/^[\^~>=\s]+/, "").split(".")
+      return `${major}.${minor}.${patch}`
+    })
+    expect(lowest.length).toBeGreaterThan(0)
+    for (const version of lowest) expect(Bun.semver.satisfies(version, range), `${version} in ${range}`).toBe(true)
+    const lock = JSON.parse(readFileSync(`${root}/package-lock.json`, "utf8"))
+    const refusing = Object.entries(lock.packages as Record<string, { engines?: { node?: string } }>).flatMap((
+      [path, entry]
+    ) =>
+      lowest.filter((version) =>
+        entry.engines?.node !== undefined && !Bun.semver.satisfies(version, entry.engines.node)
+      )
+        .map((version) => `${path || "petstore"} (${entry.engines!.node}) refuses Node ${version}`)
+    )
+    expect(refusing).toEqual([])
   })
 
   it.skipIf(!(npmMajor >= 11))("reviews every install script of the installed dependencies (bun's is allowed)", () => {

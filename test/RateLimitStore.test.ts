@@ -1,23 +1,31 @@
 /**
  * The PostgreSQL `RateLimiterStore` through `@effect/experimental`'s `RateLimiter`, as the in-memory store behaves:
- * both algorithms, and one quota for several clients of the database at once.
+ * both algorithms, and one quota for several clients of the database at once; counters of ended windows are pruned.
  */
 import { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
 import { expect, it } from "@effect/vitest"
-import { Duration, Effect, Either, Layer } from "effect"
+import { Duration, Effect, Either, Layer, TestClock } from "effect"
 import { makePostgresStore } from "../src/RateLimit/PostgresStore.js"
+import { PRUNE_INTERVAL, pruneRateLimits, RateLimitPruningLive } from "../src/RateLimit/Pruning.js"
 import * as Sql from "../src/Sql.js"
 import { describePostgres } from "./support/backends.js"
 
 const realSleep = (ms: number) => Effect.promise(() => new Promise((done) => setTimeout(done, ms)))
 
 describePostgres((backend) => {
-  const limiterOn = Effect.gen(function*() {
+  const sqlOn = Effect.gen(function*() {
     const url = yield* backend.freshDatabase
-    const sql = yield* Effect.provide(SqlClient.SqlClient, yield* Layer.build(Sql.layer(url)))
-    return yield* RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, makePostgresStore(sql)))
+    return yield* Effect.provide(SqlClient.SqlClient, yield* Layer.build(Sql.layer(url)))
   })
+
+  const limiterWith = (sql: SqlClient.SqlClient) =>
+    RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, makePostgresStore(sql)))
+
+  const limiterOn = Effect.flatMap(sqlOn, limiterWith)
+
+  const keysOf = (sql: SqlClient.SqlClient) =>
+    Effect.map(sql<{ key: string }>`SELECT key FROM rate_limits ORDER BY key`, (rows) => rows.map((row) => row.key))
 
   it.scoped("fixed window: the limit, then refusals with the time left, then a new window", () =>
     Effect.gen(function*() {
@@ -63,5 +71,33 @@ describePostgres((backend) => {
       yield* realSleep(1100)
       expect((yield* take).remaining).toBe(0)
       expect(Either.isLeft(yield* Effect.either(take))).toBe(true)
+    }))
+
+  it.scoped("pruning removes the counters of ended windows, and keeps running windows and token buckets", () =>
+    Effect.gen(function*() {
+      const sql = yield* sqlOn
+      const limiter = yield* limiterWith(sql)
+      yield* limiter.consume({ key: "ended", limit: 1, window: "200 millis" })
+      yield* limiter.consume({ key: "running", limit: 5, window: "1 hour" })
+      yield* limiter.consume({ key: "bucket", limit: 3, window: "200 millis", algorithm: "token-bucket" })
+      yield* realSleep(300)
+      expect(yield* pruneRateLimits(sql)).toBe(1)
+      expect(yield* keysOf(sql)).toEqual(["bucket:bucket", "fixed:running"])
+      // The pruned key starts a new window, as it would have with its row still there.
+      expect((yield* limiter.consume({ key: "ended", limit: 1, window: "200 millis" })).remaining).toBe(0)
+    }))
+
+  it.scoped("pruning runs in the background every PRUNE_INTERVAL while its layer is up", () =>
+    Effect.gen(function*() {
+      const sql = yield* sqlOn
+      const limiter = yield* limiterWith(sql)
+      yield* limiter.consume({ key: "ended", limit: 1, window: "100 millis" })
+      yield* realSleep(200)
+      yield* Layer.build(RateLimitPruningLive.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))))
+      expect(yield* keysOf(sql)).toEqual(["fixed:ended"])
+      yield* TestClock.adjust(PRUNE_INTERVAL)
+      // The pruning fiber runs its statement against the real database: waited for, at most 10 seconds.
+      for (let attempt = 0; attempt < 100 && (yield* keysOf(sql)).length > 0; attempt++) yield* realSleep(100)
+      expect(yield* keysOf(sql)).toEqual([])
     }))
 })

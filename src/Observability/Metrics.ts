@@ -205,6 +205,7 @@ export const startProcessMetrics = (version: string): () => void => {
   startTime.unsafeUpdate(Math.round(Date.now() / 1000 - process.uptime()), NO_TAGS)
   drainingGauge.unsafeModify(0, NO_TAGS) // registered, and 0 unless the drain has started
   requestsInFlight.unsafeUpdate(0, NO_TAGS)
+  eventLoopDelay.unsafeUpdate(0, NO_TAGS) // registered from the start; the first window's figure comes after 5 s
   let expected = performance.now() + SAMPLE_EVERY_MS
   let worst = 0
   let samples = 0

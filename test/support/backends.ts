@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { NO_POSTGRES, skippedName } from "./skips.js"
 
 export interface Backend {
   readonly name: "SQLite" | "PostgreSQL"
@@ -54,7 +55,11 @@ export const postgres = (url: string): Backend => ({
   })
 })
 
-const SKIPPED = "PostgreSQL (skipped: set TEST_DATABASE_URL)"
+/** A PostgreSQL-only suite's name: without `TEST_DATABASE_URL`, it says why the suite is skipped. */
+export const postgresOnly = (name: string): string =>
+  TEST_DATABASE_URL === undefined ? skippedName(name, NO_POSTGRES) : name
+
+const SKIPPED = skippedName("PostgreSQL", NO_POSTGRES)
 
 /** Declares a PostgreSQL-only suite, given `TEST_DATABASE_URL`; without it the suite is reported as skipped. */
 export const describePostgres = (suite: (backend: Backend, url: string) => void) => {

@@ -5,7 +5,7 @@
  */
 import { spawnSync } from "node:child_process"
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from "node:fs"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { BINARY, createKey, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
 
@@ -57,6 +57,10 @@ describe("help and version", () => {
     expect(petstore(["serve", "--help"]).stdout).toMatch(/--port PORT\s+the port to listen on, 1 to 65535/)
   })
 
+  it("dist/ holds the executable alone: its source map is embedded in it", () => {
+    expect(readdirSync(dirname(BINARY))).toEqual(["petstore"])
+  })
+
   it("--version prints the version alone", () => {
     const version = petstore(["--version"])
     expect(version.status).toBe(0)
@@ -94,11 +98,11 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
     [{ PORT: "abc" }, `petstore: PORT must be an integer from 1 to 65535 (got "abc")`],
     [
       { SHUTDOWN_TIMEOUT: "soon" },
-      `petstore: SHUTDOWN_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds or 1 minute (got "soon")`
+      `petstore: SHUTDOWN_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds, 1 minute, or 0 (got "soon")`
     ],
     [
       { DATABASE_URL: "postgres://u:p@127.0.0.1:1/db", DB_STARTUP_TIMEOUT: "2 parsecs" },
-      `petstore: DB_STARTUP_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds or 1 minute (got "2 parsecs")`
+      `petstore: DB_STARTUP_TIMEOUT must be a duration such as 2s, 500ms, 2 seconds, 1 minute, or 0 (got "2 parsecs")`
     ]
   ]
   for (const [env, message] of cases) {
@@ -110,8 +114,15 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
     })
   }
 
-  it("durations take 2s, 500ms and 2 seconds", async () => {
-    for (const timeout of ["2s", "500ms", "2 seconds"]) {
+  it("a command reads only the settings it uses: PORT=99999 petstore keys list lists the keys", () => {
+    const result = petstore(["keys", "list", "--database", join(scratchDirectory(), "pets.db")], { PORT: "99999" })
+    expect(result.status).toBe(0)
+    expect(result.stderr).toBe("")
+    expect(result.stdout).toMatch(/^ID\s+NAME\s+CREATED/)
+  })
+
+  it("durations take 2s, 500ms, 2 seconds and 0", async () => {
+    for (const timeout of ["2s", "500ms", "2 seconds", "0"]) {
       const server = await startPetstore({
         database: join(scratchDirectory(), "pets.db"),
         env: { SHUTDOWN_TIMEOUT: timeout }

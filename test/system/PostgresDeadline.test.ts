@@ -7,7 +7,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Redacted, Scope } from "effect"
-import { postgres, TEST_DATABASE_URL, withSearchPath } from "../support/backends.js"
+import { postgres, postgresOnly, TEST_DATABASE_URL, withSearchPath } from "../support/backends.js"
 import { createKey, startPetstore, stopAll } from "./support/petstore.js"
 
 const REQUESTS = 40
@@ -19,7 +19,7 @@ const suite = TEST_DATABASE_URL === undefined ? describe.skip : describe
 describe("PostgreSQL deadlines", () => {
   afterAll(stopAll)
 
-  suite(TEST_DATABASE_URL === undefined ? `${title} (skipped: set TEST_DATABASE_URL)` : title, () => {
+  suite(postgresOnly(title), () => {
     it("answers all 40 creates with 503 or 201 while another session holds pets, none cut off", async () => {
       const scope = await Effect.runPromise(Scope.make())
       try {

@@ -26,7 +26,7 @@ describe("a slow reader of stdout", () => {
         DATABASE_URL: database,
         LOG_FORMAT: "json",
         LOG_LEVEL: "info",
-        SHUTDOWN_DELAY: "0 seconds"
+        SHUTDOWN_DELAY: "0"
       },
       stdio: ["ignore", "pipe", "inherit"]
     })

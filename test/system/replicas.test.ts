@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { withAdmin } from "../support/backends.js"
+import { postgresOnly, withAdmin } from "../support/backends.js"
 import { makeProxy } from "../support/proxy.js"
 import { BINARY as BIN, freePort, spawnPetstore } from "./support/petstore.js"
 
@@ -25,10 +25,6 @@ const databaseUrl = (() => {
   return url.href
 })()
 const password = SERVER_URL === undefined ? "" : decodeURIComponent(new URL(SERVER_URL).password)
-
-/** Without TEST_DATABASE_URL these suites are reported as skipped, under a name that says how to run them. */
-const postgresOnly = (name: string) =>
-  SERVER_URL === undefined ? `${name} (skipped: set TEST_DATABASE_URL, see scripts/pg-test-cluster.sh)` : name
 
 beforeAll(async () => {
   if (SERVER_URL === undefined) return

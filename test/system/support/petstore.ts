@@ -104,7 +104,7 @@ export const spawnPetstore = (
     env: {
       ...(options.inheritEnv === false ? { PATH: process.env.PATH ?? "" } : process.env),
       LOG_FORMAT: "json",
-      SHUTDOWN_DELAY: "0 seconds",
+      SHUTDOWN_DELAY: "0",
       ...env
     },
     stdio: ["ignore", "pipe", "pipe"]
