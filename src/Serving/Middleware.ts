@@ -6,29 +6,17 @@
  */
 import { HttpApiBuilder, HttpApiMiddleware, type HttpApiSecurity, type HttpServerRequest } from "@effect/platform"
 import { Context, Effect } from "effect"
-import { RequestInput } from "./RequestInput.js"
+import type { RequestInput } from "./RequestInput.js"
 
 type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams | RequestInput
 
 export interface Middleware {
   readonly key: string
-  /** The key of the service it provides, if any. */
-  readonly provides: string | undefined
   /** Whether a failure of it lets the request go on (without what it would have provided). */
   readonly optional: boolean
   /** `inner`, run after this middleware (and with what it provides, if anything). */
   readonly around: <A, E, R>(inner: Effect.Effect<A, E, R>) => Effect.Effect<A, unknown, R | Requirements>
 }
-
-/**
- * What a middleware provides is added to the request's context for the rest of the request, in place: that context
- * is the request's own (made for it by the pipeline), so nothing needs copying or restoring afterwards.
- */
-const provideForRest = <A, E, R>(key: string, value: unknown, inner: Effect.Effect<A, E, R>) =>
-  Effect.contextWithEffect((context: Context.Context<RequestInput>) => {
-    Context.unsafeGet(context, RequestInput).services.set(key, value)
-    return inner
-  })
 
 /** The effect of a security middleware: each scheme's credential to its handler, the next scheme if it fails. */
 const securityEffect = (
@@ -47,22 +35,17 @@ export const makeMiddleware = (tag: HttpApiMiddleware.TagClassAny, implementatio
   const run: Effect.Effect<unknown, unknown, Requirements> = HttpApiMiddleware.isSecurity(tag)
     ? securityEffect(tag.security, implementation as Record<string, (credential: unknown) => Effect.Effect<unknown>>)
     : implementation as Effect.Effect<unknown, unknown, Requirements>
-  const provides = tag.provides?.key
+  const provides = tag.provides as Context.Tag<unknown, unknown> | undefined
   const around = <A, E, R>(inner: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R | Requirements> => {
     if (tag.optional) {
       return Effect.matchEffect(run, {
         onFailure: () => inner,
-        onSuccess: (value) => provides === undefined ? inner : provideForRest(provides, value, inner)
+        onSuccess: (value) => provides === undefined ? inner : Effect.provideService(inner, provides, value)
       })
     }
     return provides === undefined
       ? Effect.zipRight(run, inner)
-      : Effect.flatMap(run, (value) => provideForRest(provides, value, inner))
+      : Effect.provideServiceEffect(inner, provides, run)
   }
-  return {
-    key: tag.key,
-    provides,
-    optional: tag.optional,
-    around
-  }
+  return { key: tag.key, optional: tag.optional, around }
 }

@@ -21,7 +21,6 @@ import type { EndpointRoute } from "./Derive.js"
 import * as Refusals from "./Refusals.js"
 import { decodeRequest } from "./RequestDecode.js"
 import { type PipelineRequest, Refused, RequestInput } from "./RequestInput.js"
-import { RequestServices } from "./RequestServices.js"
 
 type Served = Answer | ResponseAnswer
 
@@ -101,7 +100,7 @@ export const makePipeline = (
 
   return (route, input) => {
     const request = HttpServerRequest.fromWeb(input.request)
-    const services = new RequestServices(baseServices)
+    const services = new Map(baseServices)
     const log = { requestId: input.requestId, annotations: {} }
     const added: Record<string, string> = {}
     const requestInput: RequestInput = {
@@ -111,7 +110,6 @@ export const makePipeline = (
       body: input.body,
       requestId: input.requestId,
       parentSpan: input.parentSpan,
-      services,
       request,
       added,
       log,

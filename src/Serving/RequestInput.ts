@@ -27,8 +27,6 @@ export interface RequestInput extends Omit<PipelineRequest, "request"> {
   readonly added: Record<string, string>
   /** The request as its log lines name it (`Logging.RequestLogContext`). */
   readonly log: { readonly requestId: string; readonly annotations: Record<string, unknown> }
-  /** The services of the request's fiber: its own map, so what a middleware provides is added to it in place. */
-  readonly services: Map<string, unknown>
   readonly request: HttpServerRequest.HttpServerRequest
   /** The request as the endpoint's decoders made it, or why they refused it (answered once the middleware passed). */
   readonly decoded: DecodedRequest | Refused
