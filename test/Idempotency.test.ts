@@ -102,6 +102,13 @@ describe("the Idempotency-Key header", () => {
   })
 })
 
+/** How many pets hold an idempotency record. */
+const recordsOf = (app: App) =>
+  Effect.map(
+    app.sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM pets WHERE idempotency_key IS NOT NULL`,
+    (rows) => Number(rows[0].n)
+  ).pipe(Effect.orDie)
+
 describeBackends((backend) => {
   describe("Idempotency-Key", () => {
     it.scoped("a retry with the same key and payload is replayed: same status, body and Location, no new pet", () =>
@@ -229,10 +236,7 @@ describeBackends((backend) => {
     it.scoped("a record lives IDEMPOTENCY_TTL, then the key is free again and the record is pruned", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend, { IDEMPOTENCY_TTL: "10 seconds" })
-        const records = Effect.map(
-          app.sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM pets WHERE idempotency_key IS NOT NULL`,
-          (rows) => Number(rows[0].n)
-        ).pipe(Effect.orDie)
+        const records = recordsOf(app)
         expect((yield* create(app, REX, "ttl")).status).toBe(201)
         yield* TestClock.adjust("9 seconds")
         expect((yield* create(app, REX, "ttl")).headers.get("idempotent-replayed")).toBe("true")
@@ -248,10 +252,7 @@ describeBackends((backend) => {
     it.scoped("a TTL under a second: records expire at once, and are pruned once a second, not every TTL", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend, { IDEMPOTENCY_TTL: "1 millis" })
-        const records = Effect.map(
-          app.sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM pets WHERE idempotency_key IS NOT NULL`,
-          (rows) => Number(rows[0].n)
-        ).pipe(Effect.orDie)
+        const records = recordsOf(app)
         expect((yield* create(app, REX, "brief")).status).toBe(201)
         yield* TestClock.adjust("999 millis")
         // Expired hundreds of times over, not yet pruned; already absent for a create.

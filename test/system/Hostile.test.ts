@@ -1,6 +1,6 @@
 /**
  * Hostile input through the real server: the compiled executable on a loopback port, fed raw bytes. Every kind of
- * input gets the status README.md's table gives it: the contract's Error body when the application answers; a bare
+ * input gets the status docs/hostile-input.md's table gives it: the contract's Error body when the application answers; a bare
  * status when Bun's HTTP parser answers before any application code runs; a closed connection where Bun answers
  * nothing. After each one the process is alive and /healthz answers.
  */
