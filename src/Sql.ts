@@ -156,7 +156,12 @@ interface PgPool extends PoolState {
   on(event: "error", listener: (error: unknown) => void): void
 }
 
-const importPg = (): Promise<{ readonly default: { readonly Pool: new(options: object) => PgPool } }> =>
+/** `pg`'s type parsers: a parser for each type oid, in the text format. */
+interface PgTypes {
+  getTypeParser(oid: number, format?: string): (value: string) => unknown
+}
+
+const importPg = (): Promise<{ readonly default: { readonly Pool: new(options: object) => PgPool; types: PgTypes } }> =>
   // @ts-expect-error: `pg` ships no type declarations; `PgPool` says what is used of it
   import("pg")
 
@@ -164,14 +169,22 @@ const importPg = (): Promise<{ readonly default: { readonly Pool: new(options: o
  * The `pg` pool `@effect/sql-pg` would make (same options, same first `SELECT 1` within the connect timeout, the same
  * bounded `end`), made here so that its state is reported to the metrics (`db_client_connection_*`) when they are on.
  */
-const pool = (Pool: new(options: object) => PgPool, url: string, connectTimeout: Duration.Duration) =>
+const pool = (
+  { Pool, types }: { readonly Pool: new(options: object) => PgPool; readonly types: PgTypes },
+  url: string,
+  connectTimeout: Duration.Duration
+) =>
   Effect.gen(function*() {
     const pool = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const pool = new Pool({
           connectionString: url,
           connectionTimeoutMillis: Duration.toMillis(connectTimeout),
-          application_name: "petstore"
+          application_name: "petstore",
+          // BIGINTs (oid 20) as numbers: the ids and times stored in them stay below 2^53, so rows come as SQLite's do.
+          types: {
+            getTypeParser: (oid: number, format?: string) => oid === 20 ? Number : types.getTypeParser(oid, format)
+          }
         })
         pool.on("error", () => {}) // an idle connection that breaks is replaced; the next statement reports it
         return pool
@@ -224,7 +237,7 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
         Effect.promise(() => Promise.all([import("@effect/sql-pg"), importPg()])),
         ([{ PgClient: Pg }, pg]): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> =>
           Pg.layerFromPool({
-            acquire: pool(pg.default.Pool, withStatementTimeouts(value, timeouts.query), timeouts.connect)
+            acquire: pool(pg.default, withStatementTimeouts(value, timeouts.query), timeouts.connect)
           })
       )
     )),

@@ -30,13 +30,11 @@ export interface Writer {
    */
   readonly write: <A>(unit: Unit<A>) => Effect.Effect<A, SqlError.SqlError>
   /**
-   * Inside a unit: calls `settled` once the unit's transaction is settled — its commit durable, or the commit or the
-   * transaction failed — just before the units of that transaction are resumed. What a unit must remember only until
-   * its outcome is known (a key being created) is forgotten there, without a step of the unit's fiber.
+   * Inside a unit: takes the lock called `name` until the unit's transaction is settled (its commit durable, or the
+   * commit or the transaction failed); false when a unit of a transaction not settled yet holds it. A key a unit
+   * creates stays locked until its row is durable, as a transaction-scoped advisory lock keeps it on PostgreSQL.
    */
-  readonly whenSettled: (settled: () => void) => void
-  /** Inside a unit: its transaction's number (1, 2, …): units that see the same number share a transaction. */
-  readonly currentTransaction: () => number
+  readonly tryLock: (name: string) => boolean
 }
 
 /** The writer of the SQLite file; absent for PostgreSQL and for `:memory:`. */
@@ -89,20 +87,18 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
   let retryTimer: ReturnType<typeof setTimeout> | undefined
   let retryMs = FIRST_RETRY_MS
   let closed = false
-  /** The `whenSettled` callbacks of the transaction whose units are running now. */
-  let settling: Array<() => void> | undefined
-
-  const whenSettled = (settled: () => void) => {
-    if (settling === undefined) throw new Error("whenSettled is only called inside a unit")
-    settling.push(settled)
+  /** The locks taken by the units of the transaction running now, released when it settles. */
+  let settling: Array<string> | undefined
+  const locks = new Set<string>()
+  const tryLock = (name: string) => {
+    if (settling === undefined) throw new Error("tryLock is only called inside a unit")
+    if (locks.has(name)) return false
+    locks.add(name)
+    settling.push(name)
+    return true
   }
-  let transactions = 0
-  const currentTransaction = () => {
-    if (settling === undefined) throw new Error("currentTransaction is only called inside a unit")
-    return transactions
-  }
-  const settle = (callbacks: ReadonlyArray<() => void>) => {
-    for (const settled of callbacks) settled()
+  const settle = (names: ReadonlyArray<string>) => {
+    for (const name of names) locks.delete(name)
   }
 
   const schedule = () => {
@@ -146,9 +142,8 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     const batch = queue.length <= MAX_BATCH ? queue : queue.slice(0, MAX_BATCH)
     queue = queue.length <= MAX_BATCH ? [] : queue.slice(MAX_BATCH)
     const results: Array<{ readonly ok: boolean; readonly value: unknown }> = new Array(batch.length)
-    const settled: Array<() => void> = []
+    const settled: Array<string> = []
     settling = settled
-    transactions += 1
     for (let i = 0; i < batch.length; i++) {
       if (batch[i].cancelled) continue
       savepoint.run()
@@ -198,7 +193,11 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
         batch[i].resume(
           result.ok
             ? Effect.succeed(result.value)
-            : Effect.fail(failedWith("Failed to execute statement")(result.value))
+            : Effect.fail(
+              result.value instanceof SqlError.SqlError
+                ? result.value
+                : failedWith("Failed to execute statement")(result.value)
+            )
         )
       }
     })
@@ -232,7 +231,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     walSync.close()
   }
 
-  return { database, write, whenSettled, currentTransaction, close }
+  return { database, write, tryLock, close }
 }
 
 /**
