@@ -9,7 +9,7 @@
  * PostgreSQL's BIGINTs are read as numbers (`Sql.ts`).
  */
 import { SqlClient, SqlError } from "@effect/sql"
-import type { Database, Statement as Prepared } from "bun:sqlite"
+import type { Database } from "bun:sqlite"
 import { Cause, Effect, Exit, Option } from "effect"
 import { type Statement as Observed, type StatementHooks, statementHooks } from "./Observability/Hooks.js"
 import { SqliteDatabase } from "./Sqlite.js"
@@ -18,7 +18,8 @@ import { SqliteWriter, type Writer } from "./SqliteWriter.js"
 /** A statement: its text, the values its placeholders take, the rows it returns. */
 export interface Statement<Row, Params extends ReadonlyArray<unknown>> {
   readonly text: string
-  /** The table, as observability names the statement (`{operation} {collection}`). */
+  /** Its first word (`SELECT`, `INSERT`, `UPDATE`) and its table, as observability names it. */
+  readonly operation: string
   readonly collection: string
   /** The text around the placeholders, as a template literal's strings (for `@effect/sql`'s compiler). */
   readonly strings: TemplateStringsArray
@@ -30,7 +31,8 @@ export const statement = <Row = never, Params extends ReadonlyArray<unknown> = [
   text: string
 ): Statement<Row, Params> => {
   const strings = text.split("?")
-  return { text, collection, strings: Object.assign(strings, { raw: strings }) }
+  const operation = text.slice(0, text.indexOf(" "))
+  return { text, operation, collection, strings: Object.assign(strings, { raw: strings }) }
 }
 
 /** Runs a statement and hands its rows to `f` (by default: the rows). */
@@ -65,7 +67,6 @@ type Run = (
 ) => Effect.Effect<unknown, SqlError.SqlError>
 const identity = (rows: Array<unknown>) => rows
 const failed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
-const isRead = (statement: AnyStatement) => statement.text.startsWith("SELECT")
 
 /** Transaction-scoped, so it goes with the transaction whatever happens; a 64-bit hash of the name names it. */
 const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
@@ -73,52 +74,37 @@ const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
   `SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked`
 )
 
-/** How observability names a statement, made once for each. */
-const describer = (system: Observed["system"]) => {
-  const described = new Map<AnyStatement, Observed>()
-  return (statement: AnyStatement): Observed => {
-    let observed = described.get(statement)
-    if (observed === undefined) {
-      const operation = statement.text.slice(0, statement.text.indexOf(" "))
-      observed = { system, operation, collection: statement.collection, text: statement.text }
-      described.set(statement, observed)
-    }
-    return observed
+/** `make` of each statement, made at its first use. */
+const perStatement = <A>(make: (statement: AnyStatement) => A) => {
+  const made = new Map<AnyStatement, A>()
+  return (statement: AnyStatement): A => {
+    let value = made.get(statement)
+    if (value === undefined) made.set(statement, value = make(statement))
+    return value
   }
 }
 
-/** The statements of a connection, each prepared at its first run. */
-const preparer = (database: Database) => {
-  const prepared = new Map<AnyStatement, Prepared>()
-  return (statement: AnyStatement): Prepared => {
-    let query = prepared.get(statement)
-    if (query === undefined) {
-      query = database.prepare(statement.text)
-      prepared.set(statement, query)
-    }
-    return query
-  }
-}
+const describer = (system: Observed["system"]) =>
+  perStatement(({ collection, operation, text }): Observed => ({ system, operation, collection, text }))
 
 /** A SQLite file: reads on the reading connection; writes, and every statement of a transaction, on the writer's. */
 const onFile = (reader: Database, writer: Writer, { observeStatement, runStatement }: StatementHooks) => {
   const describe = describer("sqlite")
-  const onReader = preparer(reader)
-  const onWriter = preparer(writer.database)
+  const on = (database: Database) => {
+    const prepare = perStatement((statement) => database.prepare(statement.text))
+    return (statement: AnyStatement, params: ReadonlyArray<unknown>, f: (rows: Array<unknown>) => unknown) => () =>
+      f(prepare(statement).all(...params as Array<never>))
+  }
+  const onReader = on(reader)
+  const onWriter = on(writer.database)
   const query: Run = (statement, params, f = identity) =>
-    isRead(statement)
-      ? runStatement(describe(statement), () => f(onReader(statement).all(...params as Array<never>)), failed)
-      : observeStatement(
-        describe(statement),
-        writer.write(() => f(onWriter(statement).all(...params as Array<never>)))
-      )
+    statement.operation === "SELECT"
+      ? runStatement(describe(statement), onReader(statement, params, f), failed)
+      : observeStatement(describe(statement), writer.write(onWriter(statement, params, f)))
   const inTransaction: Transaction = {
-    query: ((statement, params, f = identity) =>
-      runStatement(
-        describe(statement),
-        () => f(onWriter(statement).all(...params as Array<never>)),
-        failed
-      )) satisfies Run as Query,
+    query:
+      ((statement, params, f = identity) =>
+        runStatement(describe(statement), onWriter(statement, params, f), failed)) satisfies Run as Query,
     tryLock: (name) => Effect.sync(() => writer.tryLock(name))
   }
   // A unit of the writer is synchronous: the body, whose statements are too, is run to its end inside it.
