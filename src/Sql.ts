@@ -105,7 +105,7 @@ export const MigrationsLive = Layer.effectDiscard(
 // ------------------------------------------------------------------------------------------------------------- SQLite
 
 /**
- * SQLite: the client, migrated, then (for a file) the repositories' own reading connection and the writer, opened once
+ * SQLite: the client, migrated, then (for a file) the statements' reading connection and the writer, opened once
  * the file has its tables and its journal mode. A write waits for a busy database up to `queryTimeout`.
  */
 const sqlite = (url: string, queryTimeout: Duration.Duration) =>

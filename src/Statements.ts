@@ -1,12 +1,12 @@
 /**
  * The repositories' statements, written once for both backends (SQL text with `?` placeholders), and the service that
- * runs them where each backend wants them run. Through `@effect/sql`'s client on PostgreSQL and on an in-memory SQLite
- * database: the client writes the placeholders of its dialect. On a SQLite file, as `bun:sqlite` statements prepared
- * once: the reads on the reading connection (`Sqlite.ts`), the writes as units of the group-commit writer
- * (`SqliteWriter.ts`), which make a commit durable without holding the event loop. A read through `@effect/sql` costs
- * a request on SQLite more than twice the CPU of the prepared statement (`bench/results/`), so the file keeps its own.
+ * runs them where each backend wants them run: through `@effect/sql`'s client on PostgreSQL and on an in-memory SQLite
+ * database (the client writes its dialect's placeholders); on a SQLite file, as `bun:sqlite` statements prepared once,
+ * the reads on the reading connection (`Sqlite.ts`), the writes as units of the group-commit writer (`SqliteWriter.ts`).
+ * The file keeps its own path because a read through `@effect/sql` (a statement compiled, a span and a semaphore per
+ * query) costs a request far more than the 10 % a hand-written path has to save (`npm run bench:cpu`).
  * Rows are as the drivers give them, which are the rows' types: NOT NULL and CHECK constraints hold the columns, and
- * PostgreSQL's BIGINTs are read as numbers (`Sql.ts`).
+ * PostgreSQL's BIGINTs are read as numbers (`Postgres.ts`).
  */
 import { SqlClient, SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
@@ -23,6 +23,7 @@ export interface Statement<Row, Params extends ReadonlyArray<unknown>> {
   readonly collection: string
   /** The text around the placeholders, as a template literal's strings (for `@effect/sql`'s compiler). */
   readonly strings: TemplateStringsArray
+  /** Never set: carries the types of the rows and the values. */
   readonly types?: { readonly row: Row; readonly params: Params }
 }
 
@@ -70,7 +71,7 @@ const failed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Fail
 
 /** Transaction-scoped, so it goes with the transaction whatever happens; a 64-bit hash of the name names it. */
 const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
-  "pets",
+  "advisory_locks",
   `SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked`
 )
 
