@@ -1,8 +1,8 @@
 /**
- * The SQLite backend: `@effect/sql-sqlite-bun`'s client (migrations, readiness, the command line, and the statements
- * of an in-memory database use it), and for a file two `bun:sqlite` connections of the statements' own
- * (`Statements.ts`): the `SqliteDatabase`, which only reads, and the `SqliteWriter`'s, which never waits for a busy
- * database on the JavaScript thread. The connections share the file as processes would: WAL, in which readers do not
+ * The SQLite backend: `@effect/sql-sqlite-bun`'s client (migrations, readiness and the statements of an in-memory
+ * database use it), and for a file two `bun:sqlite` connections of the statements' own (`Statements.ts`): the
+ * `SqliteDatabase`, which only reads, and the `SqliteWriter`'s, which never waits for a busy database on the
+ * JavaScript thread. The connections share the file as processes would: WAL, in which readers do not
  * wait for a writer. An in-memory database is private to its connection, so it gets the client alone.
  */
 import { SqlClient, SqlError } from "@effect/sql"
@@ -14,9 +14,8 @@ import { Context, Effect, Layer } from "effect"
 export class SqliteDatabase extends Context.Tag("Sql/SqliteDatabase")<SqliteDatabase, Database>() {}
 
 /**
- * WAL, a commit is fsynced before it returns (a 201 survives a crash), and a writer waits for the others: the client's
- * connection writes at start-up (migrations) and in the command line (`keys create`, `keys revoke`), where waiting on
- * the thread is what is wanted.
+ * WAL, a commit is fsynced before it returns, and a writer waits for the others: the client's connection writes at
+ * start-up (migrations) and in memory, where waiting on the thread is what is wanted.
  */
 const PRAGMAS = ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 5000", "PRAGMA synchronous = FULL"] as const
 

@@ -149,7 +149,7 @@ export class Statements extends Effect.Service<Statements>()("Statements", {
     const hooks = yield* statementHooks
     const statements: {
       readonly system: Observed["system"]
-      /** Runs one statement; a write is committed (durably) before it succeeds. */
+      /** Runs one statement: a `SELECT` reads; any other writes, committed (durably) before it succeeds. */
       readonly query: Query
       /** Runs `body`'s statements in one transaction, committed (durably) before it succeeds, rolled back if it fails. */
       readonly transaction: <A>(
