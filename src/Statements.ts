@@ -36,7 +36,7 @@ export const statement = <Row = never, Params extends ReadonlyArray<unknown> = [
   return { text, operation, collection, strings: Object.assign(strings, { raw: strings }) }
 }
 
-/** Runs a statement and hands its rows to `f` (by default: the rows). */
+/** Runs a statement and hands its rows to `f` (by default: the rows), in the statement's own step: a read is one step. */
 export interface Query {
   <Row, Params extends ReadonlyArray<unknown>>(
     statement: Statement<Row, Params>,
