@@ -6,11 +6,11 @@
  */
 import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Config, type ConfigError, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Config, type ConfigError, Duration, Effect, Either, Layer, Redacted, Schedule, Schema } from "effect"
 import { duration, positiveDuration } from "./Config.js"
 import { type DatabaseFileError, explainingOpenFailures, sqliteFile } from "./DatabaseFile.js"
 import { migrations } from "./migrations/index.js"
-import { Observability, type PoolState } from "./Observability/Hooks.js"
+import * as Postgres from "./Postgres.js"
 import * as Sqlite from "./Sqlite.js"
 import * as SqliteWriter from "./SqliteWriter.js"
 
@@ -108,7 +108,7 @@ export const MigrationsLive = Layer.effectDiscard(
 // ------------------------------------------------------------------------------------------------------------- SQLite
 
 /**
- * SQLite: the client, migrated, then (for a file) the repositories' own reading connection and the writer, opened once
+ * SQLite: the client, migrated, then (for a file) the statements' reading connection and the writer, opened once
  * the file has its tables and its journal mode. A write waits for a busy database up to `queryTimeout`.
  */
 const sqlite = (url: string, queryTimeout: Duration.Duration) =>
@@ -127,20 +127,6 @@ const sqlite = (url: string, queryTimeout: Duration.Duration) =>
 
 // --------------------------------------------------------------------------------------------------------- PostgreSQL
 
-/**
- * The URL with the timeouts of every connection, unless the operator's URL sets them: `statement_timeout` (the server
- * cancels a statement that runs longer) and `query_timeout` (the client stops waiting for an answer that does not come,
- * a little later, for a server that has gone silent).
- */
-const withStatementTimeouts = (url: string, timeout: Duration.Duration): string => {
-  const at = url.indexOf("?")
-  const params = new URLSearchParams(at === -1 ? "" : url.slice(at + 1))
-  const millis = Math.max(1, Math.round(Duration.toMillis(timeout)))
-  if (!params.has("statement_timeout")) params.set("statement_timeout", String(millis))
-  if (!params.has("query_timeout")) params.set("query_timeout", String(millis + 1000))
-  return `${at === -1 ? url : url.slice(0, at)}?${params}`
-}
-
 /** Why a connection failed, in words that name no secret. */
 const reasonOf = (error: SqlError.SqlError | Migrator.MigrationError, password: string): string => {
   const cause = error.cause as { message?: unknown; code?: unknown; errors?: ReadonlyArray<{ message?: unknown }> }
@@ -150,51 +136,6 @@ const reasonOf = (error: SqlError.SqlError | Migrator.MigrationError, password: 
   const reason = typeof detail === "string" ? `${error.message}: ${detail}` : error.message
   return password.length > 0 ? reason.replaceAll(password, "***") : reason
 }
-
-/** What of `pg`'s `Pool` is used here (`pg` ships no type declarations). */
-interface PgPool extends PoolState {
-  readonly options: { readonly max?: number }
-  query(text: string): Promise<unknown>
-  end(): Promise<void>
-  on(event: "error", listener: (error: unknown) => void): void
-}
-
-const importPg = (): Promise<{ readonly default: { readonly Pool: new(options: object) => PgPool } }> =>
-  // @ts-expect-error: `pg` ships no type declarations; `PgPool` says what is used of it
-  import("pg")
-
-/**
- * The `pg` pool `@effect/sql-pg` would make (same options, same first `SELECT 1` within the connect timeout, the same
- * bounded `end`), made here so that its state is reported to the metrics (`db_client_connection_*`) when they are on.
- */
-const pool = (Pool: new(options: object) => PgPool, url: string, connectTimeout: Duration.Duration) =>
-  Effect.gen(function*() {
-    const pool = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const pool = new Pool({
-          connectionString: url,
-          connectionTimeoutMillis: Duration.toMillis(connectTimeout),
-          application_name: "petstore"
-        })
-        pool.on("error", () => {}) // an idle connection that breaks is replaced; the next statement reports it
-        return pool
-      }),
-      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
-    )
-    yield* Effect.tryPromise({
-      try: () => pool.query("SELECT 1"),
-      catch: (cause) => new SqlError.SqlError({ cause, message: "PgClient: Failed to connect" })
-    }).pipe(
-      Effect.timeoutFail({
-        duration: connectTimeout,
-        onTimeout: () =>
-          new SqlError.SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
-      })
-    )
-    const observability = yield* Effect.serviceOption(Observability)
-    if (Option.isSome(observability)) yield* observability.value.observePool(pool, pool.options.max ?? 10)
-    return pool as never
-  })
 
 /**
  * PostgreSQL through `@effect/sql-pg`'s pool: connections that fail are replaced, so the service recovers by itself
@@ -224,11 +165,9 @@ const postgres = (url: Redacted.Redacted<string>, timeouts: PostgresTimeouts) =>
     Layer.provideMerge(Layer.unwrapEffect(
       // Loaded only when PostgreSQL is used: a SQLite start does not pay for the driver.
       Effect.map(
-        Effect.promise(() => Promise.all([import("@effect/sql-pg"), importPg()])),
-        ([{ PgClient: Pg }, pg]): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> =>
-          Pg.layerFromPool({
-            acquire: pool(pg.default.Pool, withStatementTimeouts(value, timeouts.query), timeouts.connect)
-          })
+        Effect.promise(() => import("@effect/sql-pg")),
+        ({ PgClient: Pg }): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> =>
+          Pg.layerFromPool({ acquire: Postgres.pool(value, timeouts.query, timeouts.connect) })
       )
     )),
     Layer.retry(retry),

@@ -1,26 +1,21 @@
 /**
- * The SQLite backend: `@effect/sql-sqlite-bun`'s client (migrations, readiness and the portable repositories use it),
- * and, beside it, a `bun:sqlite` connection of the repositories' own on the same file, the `SqliteDatabase`, on which
- * their SQLite implementations prepare their statements once and run them directly — no statement compilation, span,
- * semaphore or asynchronous hop per query. It only reads: the service's writes go through the `SqliteWriter`, a third
- * connection, which never waits for a busy database on the JavaScript thread. The connections share the file as
- * processes would: WAL, in which readers do not wait for a writer.
- *
- * An in-memory database (`:memory:`) is private to its connection, so it gets the client alone, and the repositories
- * their portable `@effect/sql` path.
+ * The SQLite backend: `@effect/sql-sqlite-bun`'s client (migrations, readiness and the statements of an in-memory
+ * database use it), and for a file two `bun:sqlite` connections of the statements' own (`Statements.ts`): the
+ * `SqliteDatabase`, which only reads, and the `SqliteWriter`'s, which never waits for a busy database on the
+ * JavaScript thread. The connections share the file as processes would: WAL, in which readers do not
+ * wait for a writer. An in-memory database is private to its connection, so it gets the client alone.
  */
 import { SqlClient, SqlError } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-bun"
 import { Database } from "bun:sqlite"
 import { Context, Effect, Layer } from "effect"
 
-/** The repositories' own connection to the SQLite file; absent for PostgreSQL and for `:memory:`. */
+/** The statements' reading connection to the SQLite file; absent for PostgreSQL and for `:memory:`. */
 export class SqliteDatabase extends Context.Tag("Sql/SqliteDatabase")<SqliteDatabase, Database>() {}
 
 /**
- * WAL, a commit is fsynced before it returns (a 201 survives a crash), and a writer waits for the others: the client's
- * connection writes at start-up (migrations) and in the command line (`keys create`, `keys revoke`), where waiting on
- * the thread is what is wanted.
+ * WAL, a commit is fsynced before it returns, and a writer waits for the others: the client's connection writes at
+ * start-up (migrations) and in memory, where waiting on the thread is what is wanted.
  */
 const PRAGMAS = ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 5000", "PRAGMA synchronous = FULL"] as const
 
@@ -39,7 +34,7 @@ export const client = (filename: string): Layer.Layer<SqlClient.SqlClient, SqlEr
   )
     .pipe(Layer.provideMerge(SqliteClient.layer({ filename }).pipe(Layer.orDie)))
 
-/** The repositories' own reading connection to the file. */
+/** The statements' reading connection to the file. */
 export const statements = (filename: string): Layer.Layer<SqliteDatabase, SqlError.SqlError> =>
   Layer.scoped(
     SqliteDatabase,

@@ -5,16 +5,15 @@
  * there: its connection has `busy_timeout = 0`, and when the database is busy it tries again a little later (a timer,
  * backing off), until each unit's deadline (`DB_QUERY_TIMEOUT`), past which the unit fails (a 503 for its client).
  *
- * Group commit: the units handed over while the event loop was busy (one turn of it: the requests read in that turn)
- * run in one transaction, each in a savepoint of its own, so that a unit that throws is rolled back and fails alone.
- * One COMMIT for all of them, and each unit's effect succeeds only once that commit is on disk: the WAL is fsynced
- * after the commit, off the JavaScript thread (`SqliteWalSync.ts`, as durable as `synchronous = FULL`), one sync for
- * all the commits made while the previous one ran. So a 201 is never sent for a row that a crash could lose. A commit
- * (or its sync) that fails fails all of its units.
+ * Group commit: the units handed over in one turn of the event loop run in one transaction, each in a savepoint of its
+ * own, so that a unit that throws is rolled back and fails alone. One COMMIT for all of them, and each unit succeeds
+ * only once that commit is on disk: the WAL is fsynced after the commit, off the JavaScript thread (`SqliteWalSync.ts`,
+ * as durable as `synchronous = FULL`). So a 201 is never sent for a row that a crash could lose. A commit (or its
+ * sync) that fails fails all of its units.
  */
 import { SqlError } from "@effect/sql"
 import { Database } from "bun:sqlite"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Exit, Layer } from "effect"
 import { makeWalSync } from "./SqliteWalSync.js"
 
 /** A unit of work: statements (prepared on the writer's `database`) run inside the writer's transaction. */
@@ -25,18 +24,17 @@ export interface Writer {
   readonly database: Database
   /**
    * Runs `unit` in the next group commit and succeeds with its result once that commit is durable. Fails with a
-   * `SqlError`: the unit threw (its statements rolled back; `cause` is what it threw), the database stayed busy past
+   * `SqlError`: the unit threw (its statements rolled back; the `SqlError` it threw, or one whose `cause` is what it
+   * threw), the database stayed busy past
    * the deadline (`DB_QUERY_TIMEOUT`), or the commit failed. Interrupted before its turn, the unit does not run.
    */
   readonly write: <A>(unit: Unit<A>) => Effect.Effect<A, SqlError.SqlError>
   /**
-   * Inside a unit: calls `settled` once the unit's transaction is settled — its commit durable, or the commit or the
-   * transaction failed — just before the units of that transaction are resumed. What a unit must remember only until
-   * its outcome is known (a key being created) is forgotten there, without a step of the unit's fiber.
+   * Inside a unit: takes the lock `name` until the unit's transaction is settled (its commit durable, or failed);
+   * false when a unit of an unsettled transaction holds it. So what a unit writes under a lock is durable before
+   * another unit reads it under that lock, as a transaction-scoped lock makes it on PostgreSQL.
    */
-  readonly whenSettled: (settled: () => void) => void
-  /** Inside a unit: its transaction's number (1, 2, …): units that see the same number share a transaction. */
-  readonly currentTransaction: () => number
+  readonly tryLock: (name: string) => boolean
 }
 
 /** The writer of the SQLite file; absent for PostgreSQL and for `:memory:`. */
@@ -60,12 +58,10 @@ export const isBusy = (cause: unknown): boolean => {
   return typeof code === "string" && (code === "SQLITE_BUSY" || code.startsWith("SQLITE_BUSY_"))
 }
 
-const busyError = () =>
-  new SqlError.SqlError({
-    cause: new Error("database is locked"),
-    message: "The database stayed busy past DB_QUERY_TIMEOUT"
-  })
 const failedWith = (message: string) => (cause: unknown) => new SqlError.SqlError({ cause, message })
+const busyError = () => failedWith("The database stayed busy past DB_QUERY_TIMEOUT")(new Error("database is locked"))
+const unitFailed = (cause: unknown) =>
+  cause instanceof SqlError.SqlError ? cause : failedWith("Failed to execute statement")(cause)
 
 /**
  * The writer on a connection of its own (opened by the caller, WAL already on). `timeout` bounds how long a unit waits
@@ -89,20 +85,18 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
   let retryTimer: ReturnType<typeof setTimeout> | undefined
   let retryMs = FIRST_RETRY_MS
   let closed = false
-  /** The `whenSettled` callbacks of the transaction whose units are running now. */
-  let settling: Array<() => void> | undefined
-
-  const whenSettled = (settled: () => void) => {
-    if (settling === undefined) throw new Error("whenSettled is only called inside a unit")
-    settling.push(settled)
+  /** The locks taken by the units of the transaction running now, released when it settles. */
+  let settling: Array<string> | undefined
+  const locks = new Set<string>()
+  const tryLock = (name: string) => {
+    if (settling === undefined) throw new Error("tryLock is only called inside a unit")
+    if (locks.has(name)) return false
+    locks.add(name)
+    settling.push(name)
+    return true
   }
-  let transactions = 0
-  const currentTransaction = () => {
-    if (settling === undefined) throw new Error("currentTransaction is only called inside a unit")
-    return transactions
-  }
-  const settle = (callbacks: ReadonlyArray<() => void>) => {
-    for (const settled of callbacks) settled()
+  const settle = (names: ReadonlyArray<string>) => {
+    for (const name of names) locks.delete(name)
   }
 
   const schedule = () => {
@@ -145,18 +139,17 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     retryMs = FIRST_RETRY_MS
     const batch = queue.length <= MAX_BATCH ? queue : queue.slice(0, MAX_BATCH)
     queue = queue.length <= MAX_BATCH ? [] : queue.slice(MAX_BATCH)
-    const results: Array<{ readonly ok: boolean; readonly value: unknown }> = new Array(batch.length)
-    const settled: Array<() => void> = []
+    const results: Array<Exit.Exit<unknown, SqlError.SqlError>> = new Array(batch.length)
+    const settled: Array<string> = []
     settling = settled
-    transactions += 1
     for (let i = 0; i < batch.length; i++) {
       if (batch[i].cancelled) continue
       savepoint.run()
       try {
-        results[i] = { ok: true, value: batch[i].unit() }
+        results[i] = Exit.succeed(batch[i].unit())
         release.run()
       } catch (cause) {
-        results[i] = { ok: false, value: cause }
+        results[i] = Exit.fail(unitFailed(cause))
         // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction back: then nothing of the
         // batch is stored, and the following units must not run outside it (a SAVEPOINT would start another one).
         try {
@@ -192,15 +185,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     walSync.afterSync((error) => {
       settle(settled)
       if (error !== null) return failAll(batch, failedWith("Failed to sync the commit to disk")(error))
-      for (let i = 0; i < batch.length; i++) {
-        const result = results[i]
-        if (result === undefined) continue
-        batch[i].resume(
-          result.ok
-            ? Effect.succeed(result.value)
-            : Effect.fail(failedWith("Failed to execute statement")(result.value))
-        )
-      }
+      for (let i = 0; i < batch.length; i++) if (results[i] !== undefined) batch[i].resume(results[i])
     })
     if (queue.length > 0) schedule()
   }
@@ -232,7 +217,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     walSync.close()
   }
 
-  return { database, write, whenSettled, currentTransaction, close }
+  return { database, write, tryLock, close }
 }
 
 /**

@@ -90,41 +90,22 @@ describe("SqliteWriter", () => {
       expect(committed()).toEqual(["d"])
     }))
 
-  it.scopedLive("calls what a unit asked for once its transaction settled, committed or not, before resuming it", () =>
-    Effect.gen(function*() {
-      const { committed, insert, writer } = yield* setUp
-      const events: Array<string> = []
-      const unit = (name: string, parent: number | null) =>
-        writer.write(() => {
-          insert.get(name, parent)
-          writer.whenSettled(() => events.push(`settled ${name}: ${committed().includes(name)}`))
-          return name
-        }).pipe(Effect.either, Effect.tap(() => Effect.sync(() => events.push(`resumed ${name}`))))
-      yield* Effect.forEach([["a", null], ["b", null]] as const, ([name, parent]) => unit(name, parent), {
-        concurrency: "unbounded"
-      })
-      expect(events).toEqual(["settled a: true", "settled b: true", "resumed a", "resumed b"])
-      events.length = 0
-      // A commit that fails (a deferred foreign key) settles its transaction too.
-      const failed = yield* unit("c", 42)
-      expect(Either.isLeft(failed)).toBe(true)
-      expect(events).toEqual(["settled c: false", "resumed c"])
-      expect(() => writer.whenSettled(() => {})).toThrow(/inside a unit/)
-    }))
-
-  it.scopedLive("numbers transactions: the units of one group commit share a number, the next commit's is another", () =>
+  it.scopedLive("a lock taken in a unit is held until its transaction settles, committed or not", () =>
     Effect.gen(function*() {
       const { insert, writer } = yield* setUp
-      const numbered = (name: string) =>
+      const locking = (name: string, parent: number | null = null) =>
         writer.write(() => {
-          insert.get(name, null)
-          return writer.currentTransaction()
-        })
-      const together = yield* Effect.forEach(["a", "b"], numbered, { concurrency: "unbounded" })
-      const after = yield* numbered("c")
-      expect(together[0]).toBe(together[1])
-      expect(after).toBeGreaterThan(together[0])
-      expect(() => writer.currentTransaction()).toThrow(/inside a unit/)
+          const locked = writer.tryLock("key")
+          insert.get(name, parent)
+          return locked
+        }).pipe(Effect.either)
+      // The units of one transaction: the first takes the lock, the second finds it held.
+      const together = yield* Effect.forEach(["a", "b"], (name) => locking(name), { concurrency: "unbounded" })
+      expect(together).toEqual([Either.right(true), Either.right(false)])
+      // Settled, the lock is free again; a commit that fails (a deferred foreign key) releases it too.
+      expect(yield* locking("c", 42)).toMatchObject({ _tag: "Left" })
+      expect(yield* locking("d")).toEqual(Either.right(true))
+      expect(() => writer.tryLock("key")).toThrow(/inside a unit/)
     }))
 
   it.scopedLive("waits for a database another connection holds without holding the event loop, then commits", () =>
