@@ -21,35 +21,46 @@ const BEARER = /^bearer +([^\s]+) *$/i
 /** The challenge every 401 carries (RFC 6750). */
 export const CHALLENGE_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": "Bearer realm=\"petstore\"" }
 
-/** The key an `Authorization` header stands for: a 401 for a missing, malformed or unknown key. */
-const checkHeader = (keys: ApiKeys, header: string | undefined) => {
-  if (header === undefined) return Effect.fail(unauthorized())
-  const token = BEARER.exec(header)?.[1]
-  if (token === undefined) return Effect.fail(unauthorized("The Authorization header must be 'Bearer <API_KEY>'."))
-  return Effect.flatMap(
-    orUnavailable(keys.authenticate(Redacted.make(token))),
-    (key) => Option.isNone(key) ? Effect.fail(unauthorized("The API key is not valid.")) : Effect.succeed(key.value)
-  )
-}
+/** A 401, with the challenge every 401 carries. */
+const refuse = (message?: string): Effect.Effect<never, Unauthorized> =>
+  Effect.zipRight(addResponseHeaders(CHALLENGE_HEADERS), Effect.fail(unauthorized(message)))
 
 export const AuthorizationLive = Layer.effect(
   Authorization,
   Effect.gen(function*() {
     const keys = yield* ApiKeys
     const rateLimits = yield* RateLimits
-    /** The key, then its quota; the request's log lines name the key that authenticated it (never the key). */
-    const authorize = (
+    /**
+     * The key an `Authorization` header stands for (a 401 for a missing, malformed or unknown key), then its quota;
+     * the request's log lines name the key that authenticated it (never the key).
+     */
+    const check = (
+      header: string | undefined
+    ): Effect.Effect<AuthenticatedKey, Unauthorized | Unavailable | RateLimitedOf> => {
+      if (header === undefined) return refuse()
+      const token = BEARER.exec(header)?.[1]
+      if (token === undefined) return refuse("The Authorization header must be 'Bearer <API_KEY>'.")
+      return Effect.flatMap(
+        orUnavailable(keys.authenticate(Redacted.make(token))),
+        (key): Effect.Effect<AuthenticatedKey, Unauthorized | Unavailable | RateLimitedOf> =>
+          Option.isNone(key)
+            ? refuse("The API key is not valid.")
+            : Effect.as(
+              Effect.zipRight(annotateRequest("keyId", key.value.id), rateLimits.consume(key.value.id)),
+              key.value
+            )
+      )
+    }
+    const bearerAuth = (
       token: Redacted.Redacted<string>
     ): Effect.Effect<AuthenticatedKey, Unauthorized | Unavailable | RateLimitedOf> =>
-      Effect.flatMap(Effect.serviceOption(HttpServerRequest.HttpServerRequest), (request) => {
-        const header = Option.isSome(request) ? request.value.headers.authorization : `Bearer ${Redacted.value(token)}`
-        return checkHeader(keys, header).pipe(
-          Effect.tapErrorTag("Unauthorized", () => addResponseHeaders(CHALLENGE_HEADERS)),
-          Effect.tap((key) => annotateRequest("keyId", key.id)),
-          Effect.tap((key) => rateLimits.consume(key.id))
-        )
-      })
-    return { bearerAuth: authorize }
+      // The header as sent, where a request is served: HttpApi's bearer credential drops the scheme word unread.
+      Effect.flatMap(
+        Effect.serviceOption(HttpServerRequest.HttpServerRequest),
+        (request) =>
+          check(Option.isSome(request) ? request.value.headers.authorization : `Bearer ${Redacted.value(token)}`)
+      )
+    return { bearerAuth }
   })
 ).pipe(Layer.provide(RateLimits.Default))
 
