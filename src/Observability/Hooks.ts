@@ -5,7 +5,6 @@
  * loads nothing of the exporters.
  */
 import { Context, Effect, type Scope, type Tracer } from "effect"
-import { tryNow } from "../Immediate.js"
 
 /** What the serving pipeline knows of a request when it starts. */
 export interface RequestStart {
@@ -59,9 +58,8 @@ export interface ObservabilityHooks {
    */
   readonly observeStatement: <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /**
-   * Runs a statement on a synchronous driver (`bun:sqlite`'s prepared statements), as `Effect.try` would, timing it
-   * and, inside a sampled request, making its child span — in the one step `Effect.try` takes, so it costs the
-   * request no more steps than the statement alone; in a call at once, at once (`Immediate.tryNow`).
+   * Runs a statement on a synchronous driver (`bun:sqlite`'s prepared statements), as `Effect.try` does, timing it
+   * and, inside a sampled request, making its child span, in one step.
    */
   readonly runStatement: <A, E>(
     statement: Statement,
@@ -79,7 +77,7 @@ export type StatementHooks = Pick<ObservabilityHooks, "observeStatement" | "runS
 /** Without observability: the statement alone. */
 export const unobserved: StatementHooks = {
   observeStatement: (_statement, effect) => effect,
-  runStatement: (_statement, run, onError) => tryNow({ try: run, catch: onError })
+  runStatement: (_statement, run, onError) => Effect.try({ try: run, catch: onError })
 }
 
 /**

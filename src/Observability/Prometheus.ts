@@ -27,7 +27,7 @@ const labels = (tags: ReadonlyArray<MetricLabel.MetricLabel>, extra?: readonly [
 }
 
 interface Family {
-  type: "counter" | "gauge" | "histogram" | "summary"
+  type: "counter" | "gauge" | "histogram"
   help: string | undefined
   lines: Array<string>
 }
@@ -62,21 +62,8 @@ export const render = (): string => {
       }
       lines.push(`${name}_sum${labels(tags)} ${number(metricState.sum)}`)
       lines.push(`${name}_count${labels(tags)} ${metricState.count}`)
-    } else if (MetricState.isFrequencyState(metricState)) {
-      const { lines, name } = family(metricKey, "counter")
-      for (const [word, count] of metricState.occurrences) {
-        lines.push(`${name}${labels(tags, ["key", word])} ${count}`)
-      }
-    } else if (MetricState.isSummaryState(metricState)) {
-      const { lines, name } = family(metricKey, "summary")
-      for (const [quantile, value] of metricState.quantiles) {
-        lines.push(
-          `${name}${labels(tags, ["quantile", String(quantile)])} ${number(Option.getOrElse(value, () => NaN))}`
-        )
-      }
-      lines.push(`${name}_sum${labels(tags)} ${number(metricState.sum)}`)
-      lines.push(`${name}_count${labels(tags)} ${metricState.count}`)
     }
+    // Frequencies and summaries: petstore keeps none.
   }
   let text = ""
   for (const [name, { help, lines, type }] of families) {
