@@ -1,6 +1,7 @@
 /**
  * OTLP over HTTP with `@effect/opentelemetry`: its tracer (`OtlpTracer`, behind the sampler of `Tracer.ts`) and its
- * metric export (`OtlpMetrics`), serialized as `OTEL_EXPORTER_OTLP_PROTOCOL` says (`OtlpSerialization`), sent with the
+ * metric export (`OtlpMetrics`), serialized as `OTEL_EXPORTER_OTLP_PROTOCOL` says (`OtlpSerialization`, the traces'
+ * protobuf by `OtlpTracesProtobuf.ts`), sent with the
  * platform's fetch client, each export bounded by `OTEL_EXPORTER_OTLP_TIMEOUT`. Loaded (a dynamic import) only when an
  * endpoint is configured.
  */
@@ -11,6 +12,7 @@ import { FetchHttpClient, HttpClient, HttpClientError } from "@effect/platform"
 import { Cause, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import type { OtlpOptions } from "./Config.js"
 import { refreshProcessMetrics } from "./Metrics.js"
+import * as OtlpTracesProtobuf from "./OtlpTracesProtobuf.js"
 import { makeSampler, makeSamplingTracer, type SamplingTracer } from "./Tracer.js"
 
 /** The error's message alone (not the request, whose headers may carry credentials). */
@@ -55,7 +57,7 @@ const exportClient = (options: OtlpOptions) =>
 const transport = (options: OtlpOptions) =>
   Layer.mergeAll(
     exportClient(options),
-    options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf
+    options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpTracesProtobuf.layerProtobuf
   )
 
 const resourceOf = (options: OtlpOptions, version: string) => ({
