@@ -1,8 +1,6 @@
 /**
- * The two places the rest of the service calls into observability, as one service that is present only when something
- * is configured (`OTEL_*` endpoint, `METRICS_ADDRESS`): absent, a caller does nothing at all, so an unconfigured
- * service pays nothing. This module is small on purpose: the serving pipeline and the repositories import it, and it
- * loads nothing of the exporters.
+ * Where the rest of the service calls into observability: one service, present only when something is configured
+ * (`OTEL_*` endpoint, `METRICS_ADDRESS`); absent, a caller does nothing at all. It loads nothing of the exporters.
  */
 import { Context, Effect, type Scope, type Tracer } from "effect"
 
@@ -13,7 +11,7 @@ export interface RequestStart {
   readonly route: string | undefined
   /** The path alone, without the query string. */
   readonly path: string
-  /** The request's headers (for `traceparent` and `tracestate`). */
+  /** The request's headers (for `traceparent`). */
   readonly headers: { readonly get: (name: string) => string | null }
 }
 
@@ -35,9 +33,8 @@ export interface RequestObservation {
 /** A database statement, as the metric's labels and the span's name and attributes say it. */
 export interface Statement {
   readonly system: "sqlite" | "postgresql"
-  /** `SELECT`, `INSERT`, `UPDATE`, `DELETE`. */
+  /** `SELECT`, `INSERT`, `UPDATE`, `DELETE`, on the table `collection`. */
   readonly operation: string
-  /** The table. */
   readonly collection: string
   /** The statement's text, with placeholders (never values), for the span (SQLite; `@effect/sql` adds its own). */
   readonly text?: string | undefined

@@ -114,24 +114,24 @@ const keyValues = (out: Output, field: number, attributes: ReadonlyArray<KeyValu
   }
 }
 
+type Attributes = ReadonlyArray<KeyValue>
+
+/** A span as the library's tracer hands it over (its OTLP/JSON shape). */
 interface Span {
   readonly traceId: string
   readonly spanId: string
-  readonly traceState?: string
   readonly parentSpanId?: string
   readonly name: string
   readonly kind: number
   readonly startTimeUnixNano: string
   readonly endTimeUnixNano: string
-  readonly attributes: ReadonlyArray<KeyValue>
-  readonly droppedAttributesCount: number
+  readonly attributes: Attributes
   readonly events: ReadonlyArray<
-    { readonly timeUnixNano: string; readonly name: string; readonly attributes: ReadonlyArray<KeyValue> }
+    { readonly timeUnixNano: string; readonly name: string; readonly attributes: Attributes }
   >
+  readonly links: ReadonlyArray<{ readonly traceId: string; readonly spanId: string; readonly attributes: Attributes }>
+  readonly droppedAttributesCount: number
   readonly droppedEventsCount: number
-  readonly links: ReadonlyArray<
-    { readonly traceId: string; readonly spanId: string; readonly attributes: ReadonlyArray<KeyValue> }
-  >
   readonly droppedLinksCount: number
   readonly status: { readonly code: number; readonly message?: string }
 }
@@ -148,7 +148,6 @@ export interface TracesData {
 const span = (out: Output, span: Span): void => {
   out.hex(1, span.traceId)
   out.hex(2, span.spanId)
-  if (span.traceState !== undefined) out.string(3, span.traceState)
   if (span.parentSpanId !== undefined) out.hex(4, span.parentSpanId)
   out.string(5, span.name)
   out.uint(6, span.kind, true)
