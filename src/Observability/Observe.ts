@@ -27,7 +27,12 @@ export const KEY_ID_ATTRIBUTE = "petstore.api_key.id"
 const clock = Clock.make()
 
 /** `/v1/pets/:petId` (the router's spelling) → `/v1/pets/{petId}` (OpenAPI's and the semantic conventions'). */
-const templateOf = (route: string): string => route.includes(":") ? route.replace(/:(\w+)/g, "{$1}") : route
+const templates = new Map<string, string>()
+const templateOf = (route: string): string => {
+  let template = templates.get(route)
+  if (template === undefined) templates.set(route, template = route.replace(/:(\w+)/g, "{$1}"))
+  return template
+}
 
 /** A request observed: its server span and its series, recorded once when it ends. */
 class Observation implements RequestObservation {
@@ -49,7 +54,7 @@ class Observation implements RequestObservation {
     if (span === undefined || !span.sampled) return
     span.attribute("http.response.status_code", status)
     if (keyId !== undefined) span.attribute(KEY_ID_ATTRIBUTE, keyId)
-    // A 5xx is the server's failure (status Error); a 4xx is the client's, and leaves the span's status alone.
+    // A 5xx is the server's failure (status Error); a 4xx is the client's: the span ends as a success.
     if (status < 500) return span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
     span.attribute("error.type", errorType ?? String(status))
     span.end(clock.unsafeCurrentTimeNanos(), Exit.fail(errorType ?? String(status)))

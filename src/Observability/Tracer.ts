@@ -5,19 +5,8 @@
  * spans under it are dropped too, so an unsampled request costs no span.
  */
 import { Headers, HttpTraceContext } from "@effect/platform"
-import {
-  type Clock,
-  Context,
-  Effect,
-  FiberRef,
-  FiberRefs,
-  HashMap,
-  HashSet,
-  Layer,
-  Logger,
-  Option,
-  Tracer
-} from "effect"
+import type { Clock } from "effect"
+import { Context, Effect, FiberRef, FiberRefs, HashMap, HashSet, Layer, Logger, Option, Tracer } from "effect"
 import type { Sampling } from "./Config.js"
 
 // Trace ids are cut from a pool of random bytes, refilled 4 KiB at a time: a new trace is decided on its id's bytes,
@@ -153,14 +142,8 @@ const withTraceIds = (options: Logger.Logger.Options<unknown>): Logger.Logger.Op
   const context = FiberRefs.getOrDefault(options.context, FiberRef.currentContext)
   const span = Context.getOption(context, Tracer.ParentSpan)
   if (span._tag === "None" || !span.value.sampled) return options
-  return {
-    ...options,
-    annotations: HashMap.set(
-      HashMap.set(options.annotations, "traceId", span.value.traceId),
-      "spanId",
-      span.value.spanId
-    )
-  }
+  const annotations = HashMap.set(options.annotations, "traceId", span.value.traceId)
+  return { ...options, annotations: HashMap.set(annotations, "spanId", span.value.spanId) }
 }
 
 /** Wraps every logger in place (provided below the logger's own layer). */
