@@ -5,6 +5,7 @@
  *
  * The request path only bumps numbers: each series (a histogram's labels) is made once and kept here, then updated with
  * `unsafeUpdate`; `Metric.tagged` would look the series up in the registry again, a new key hashed, on every update.
+ * Kept because `Metric.tagged` cost a get one with metrics on more than 10 % (`bench/results/observability.md`).
  * The process figures are read when the metrics are read (`refreshProcessMetrics`), except the event-loop delay.
  */
 import { Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel } from "effect"
