@@ -1,9 +1,8 @@
 /**
  * OTLP over HTTP with `@effect/opentelemetry`: its tracer (`OtlpTracer`, behind the sampler of `Tracer.ts`) and its
- * metric export (`OtlpMetrics`), serialized as `OTEL_EXPORTER_OTLP_PROTOCOL` says (`OtlpSerialization`, the traces'
- * protobuf by `OtlpTracesProtobuf.ts`), sent with the
- * platform's fetch client, each export bounded by `OTEL_EXPORTER_OTLP_TIMEOUT`. Loaded (a dynamic import) only when an
- * endpoint is configured.
+ * metric export (`OtlpMetrics`), serialized as `OTEL_EXPORTER_OTLP_PROTOCOL` says (`OtlpSerialization`; the traces'
+ * protobuf by `OtlpTracesProtobuf.ts`), sent with the platform's fetch client, each export bounded by
+ * `OTEL_EXPORTER_OTLP_TIMEOUT`. Loaded (a dynamic import) only when an endpoint is configured.
  */
 import * as OtlpMetrics from "@effect/opentelemetry/OtlpMetrics"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
@@ -33,7 +32,7 @@ const exportClient = (options: OtlpOptions) =>
       const failed = (url: string, reason: string) => {
         if (failing) return Effect.void
         failing = true
-        return Effect.logWarning("OTLP export failed: nothing is sent until the collector answers").pipe(
+        return Effect.logWarning("OTLP export failed: what is sent is dropped until the collector answers").pipe(
           Effect.annotateLogs({ url, reason })
         )
       }
