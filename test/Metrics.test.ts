@@ -102,15 +102,15 @@ describe("metrics", () => {
         expect(metricsType(after, "petstore_event_loop_delay_seconds")).toBe("gauge")
         expect(gauge(after, "petstore_event_loop_delay_seconds")).toBeGreaterThanOrEqual(0)
 
-        // The Grafana dashboard asks for metrics the service has (PostgreSQL's pool and the span counters aside,
-        // which exist only on PostgreSQL and with tracing on).
+        // The Grafana dashboard asks for metrics the service has (PostgreSQL's pool aside, which exists only on
+        // PostgreSQL).
         const dashboard = readFileSync(resolve(import.meta.dirname, "../ops/grafana/petstore.json"), "utf8")
         const asked = new Set(
           [...dashboard.matchAll(/\b((?:http|db|process|petstore)_[a-z_]+?)(?:_bucket|_count|_sum)?\{/g)].map((m) =>
             m[1]
           )
         )
-        const elsewhere = /^(db_client_connection|petstore_otel_spans_)/
+        const elsewhere = /^db_client_connection/
         expect([...asked].filter((name) => !(name in after) && !elsewhere.test(name))).toEqual([])
         expect(asked.size).toBeGreaterThan(8)
       }).pipe(Effect.provide(repositoriesOn(url)), withEnvironment({ METRICS_ADDRESS: `127.0.0.1:${port}` }))

@@ -6,8 +6,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"
+import { randomBytes } from "node:crypto"
 import { ObservabilityLive } from "../src/Observability/Live.js"
-import { newSpanId, newTraceId } from "../src/Observability/Tracer.js"
+import { newTraceId } from "../src/Observability/Tracer.js"
 import * as Sql from "../src/Sql.js"
 import { SQLite } from "./support/backends.js"
 import { testServerOn } from "./support/http.js"
@@ -75,7 +76,7 @@ describe("server spans of every route", () => {
       }
       // Two traceparents the request's span refuses (an all-zero trace id, uppercase hex): a trace of its own each.
       const upper = newTraceId().toUpperCase().replace(/[0-9]/, "A")
-      const clientSpan = newSpanId()
+      const clientSpan = randomBytes(8).toString("hex")
       const refused = [`00-${"0".repeat(32)}-${clientSpan}-01`, `00-${upper}-${clientSpan}-01`]
       for (const traceparent of refused) {
         for (const path of ["/healthz", "/v1/pets"]) {

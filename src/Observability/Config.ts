@@ -5,8 +5,8 @@
  */
 import { Config, ConfigError, Either, Option, Redacted } from "effect"
 
-/** The samplers of `OTEL_TRACES_SAMPLER` that petstore implements (the specification's built-in ones). */
-export const SAMPLERS = [
+/** The samplers of `OTEL_TRACES_SAMPLER`: the specification's built-in ones. */
+const SAMPLERS = [
   "always_on",
   "always_off",
   "traceidratio",
@@ -15,39 +15,6 @@ export const SAMPLERS = [
   "parentbased_traceidratio"
 ] as const
 export type SamplerName = typeof SAMPLERS[number]
-
-export interface Sampling {
-  readonly sampler: SamplerName
-  /** The ratio of `traceidratio` samplers, 0–1. */
-  readonly ratio: number
-}
-
-export type OtlpProtocol = "http/protobuf" | "http/json"
-
-export interface OtlpOptions {
-  /** Where spans go: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as is, else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`. */
-  readonly tracesUrl: string
-  readonly metricsUrl: string
-  readonly protocol: OtlpProtocol
-  /** May carry credentials: never logged. */
-  readonly headers: Redacted.Redacted<Record<string, string>>
-  readonly timeoutMillis: number
-  readonly serviceName: string
-  readonly resourceAttributes: Record<string, string>
-  readonly sampling: Sampling
-  /** The span buffer (`OTEL_BSP_*`): spans past `maxQueueSize` waiting for export are dropped and counted. */
-  readonly maxQueueSize: number
-  readonly maxExportBatchSize: number
-  readonly scheduleDelayMillis: number
-  readonly metricExportIntervalMillis: number
-}
-
-export interface ObservabilityOptions {
-  /** `Some` when an OTLP endpoint is configured (and `OTEL_SDK_DISABLED` is not `true`). */
-  readonly otlp: Option.Option<OtlpOptions>
-  /** `METRICS_ADDRESS`: where `GET /metrics` is served. */
-  readonly metricsAddress: Option.Option<{ readonly hostname: string; readonly port: number }>
-}
 
 const absoluteHttpUrl = (name: string) =>
   Config.string(name).pipe(
@@ -58,62 +25,57 @@ const absoluteHttpUrl = (name: string) =>
     Config.option
   )
 
-/**
- * A `key=value,key=value` list (the W3C Baggage form the specification uses for `OTEL_EXPORTER_OTLP_HEADERS` and
- * `OTEL_RESOURCE_ATTRIBUTES`), values percent-decoded. Returns an error text when an entry is not of that form.
- */
-export const parseKeyValueList = (text: string): Either.Either<Record<string, string>, string> => {
-  const out: Record<string, string> = {}
-  for (const entry of text.split(",")) {
-    if (entry.trim() === "") continue
-    const at = entry.indexOf("=")
-    const key = at === -1 ? "" : entry.slice(0, at).trim()
-    if (key === "") return Either.left(`"${entry.trim()}" is not key=value`)
-    try {
-      out[key] = decodeURIComponent(entry.slice(at + 1).trim())
-    } catch {
-      return Either.left(`the value of ${key} is not percent-encoded correctly`)
-    }
-  }
-  return Either.right(out)
-}
-
+/** A `key=value,…` list (W3C Baggage's form), values percent-decoded: `OTEL_EXPORTER_OTLP_HEADERS`, `…_ATTRIBUTES`. */
 const keyValueList = (name: string) =>
   Config.string(name).pipe(
-    Config.mapOrFail((text) =>
-      Either.mapLeft(parseKeyValueList(text), (problem) =>
-        ConfigError.InvalidData([], `Expected key=value pairs separated by commas: ${problem}`))
-    ),
+    Config.mapOrFail((text) => {
+      const out: Record<string, string> = {}
+      for (const entry of text.split(",").filter((entry) => entry.trim() !== "")) {
+        const at = entry.indexOf("=")
+        const key = at === -1 ? "" : entry.slice(0, at).trim()
+        const value = Either.try(() => decodeURIComponent(entry.slice(at + 1).trim()))
+        if (key === "" || Either.isLeft(value)) {
+          const problem = key === ""
+            ? `"${entry.trim()}" is not key=value`
+            : `the value of ${key} is not percent-encoded`
+          return Either.left(ConfigError.InvalidData([], `Expected key=value pairs separated by commas: ${problem}`))
+        }
+        out[key] = value.right
+      }
+      return Either.right(out)
+    }),
     Config.withDefault({} as Record<string, string>)
   )
 
-/** Milliseconds as the specification writes them: a non-negative integer. */
-const millis = (name: string, fallback: number) =>
+/** A whole number of at least `least` (milliseconds are 0 or more, sizes 1 or more). */
+const wholeNumber = (name: string, least: 0 | 1, fallback: number) =>
   Config.integer(name).pipe(
-    Config.validate({ message: "Expected a whole number of milliseconds, 0 or more", validation: (n) => n >= 0 }),
+    Config.validate({
+      message: least === 0
+        ? "Expected a whole number of milliseconds, 0 or more"
+        : "Expected a whole number, 1 or more",
+      validation: (n) => n >= least
+    }),
     Config.withDefault(fallback)
   )
 
-const positive = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: "Expected a whole number, 1 or more", validation: (n) => n >= 1 }),
-    Config.withDefault(fallback)
-  )
-
-export const SamplingConfig: Config.Config<Sampling> = Config.all({
+export const SamplingConfig = Config.all({
   sampler: Config.literal(...SAMPLERS)("OTEL_TRACES_SAMPLER").pipe(
     Config.withDefault("parentbased_always_on" as const)
   ),
+  /** The ratio of the `traceidratio` samplers. */
   ratio: Config.number("OTEL_TRACES_SAMPLER_ARG").pipe(
     Config.validate({ message: "Expected a ratio from 0 to 1, such as 0.1", validation: (n) => n >= 0 && n <= 1 }),
     Config.withDefault(1)
   )
 })
+export type Sampling = Config.Config.Success<typeof SamplingConfig>
 
-/** `OTEL_EXPORTER_OTLP_ENDPOINT` is a base: the signal's path is appended to it (specification, "Endpoint URLs for OTLP/HTTP"). */
-const signalUrl = (base: string, signal: "traces" | "metrics") => `${base.replace(/\/+$/, "")}/v1/${signal}`
+/** `OTEL_EXPORTER_OTLP_ENDPOINT` is a base: the signal's path is appended to it (specification, "Endpoint URLs"). */
+const signalUrl = (base: Option.Option<string>, given: Option.Option<string>, signal: "traces" | "metrics") =>
+  Option.orElse(given, () => Option.map(base, (url) => `${url.replace(/\/+$/, "")}/v1/${signal}`))
 
-const OtlpConfig: Config.Config<Option.Option<OtlpOptions>> = Config.all({
+const OtlpConfig = Config.all({
   disabled: Config.boolean("OTEL_SDK_DISABLED").pipe(Config.withDefault(false)),
   endpoint: absoluteHttpUrl("OTEL_EXPORTER_OTLP_ENDPOINT"),
   tracesEndpoint: absoluteHttpUrl("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
@@ -122,72 +84,60 @@ const OtlpConfig: Config.Config<Option.Option<OtlpOptions>> = Config.all({
     Config.withDefault("http/protobuf" as const)
   ),
   headers: keyValueList("OTEL_EXPORTER_OTLP_HEADERS"),
-  timeoutMillis: millis("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000),
+  timeoutMillis: wholeNumber("OTEL_EXPORTER_OTLP_TIMEOUT", 0, 10_000),
   serviceName: Config.nonEmptyString("OTEL_SERVICE_NAME").pipe(Config.option),
   resourceAttributes: keyValueList("OTEL_RESOURCE_ATTRIBUTES"),
   sampling: SamplingConfig,
-  maxQueueSize: positive("OTEL_BSP_MAX_QUEUE_SIZE", 2048),
-  maxExportBatchSize: positive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
-  scheduleDelayMillis: millis("OTEL_BSP_SCHEDULE_DELAY", 5000),
-  metricExportIntervalMillis: positive("OTEL_METRIC_EXPORT_INTERVAL", 60_000)
-}).pipe(Config.map((c): Option.Option<OtlpOptions> => {
-  if (c.disabled) return Option.none()
-  const tracesUrl = Option.orElse(c.tracesEndpoint, () => Option.map(c.endpoint, (base) => signalUrl(base, "traces")))
-  const metricsUrl = Option.orElse(
-    c.metricsEndpoint,
-    () => Option.map(c.endpoint, (base) => signalUrl(base, "metrics"))
-  )
-  if (Option.isNone(tracesUrl) && Option.isNone(metricsUrl)) return Option.none()
+  maxQueueSize: wholeNumber("OTEL_BSP_MAX_QUEUE_SIZE", 1, 2048),
+  maxExportBatchSize: wholeNumber("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1, 512),
+  scheduleDelayMillis: wholeNumber("OTEL_BSP_SCHEDULE_DELAY", 0, 5000),
+  metricExportIntervalMillis: wholeNumber("OTEL_METRIC_EXPORT_INTERVAL", 1, 60_000)
+}).pipe(Config.map(({ disabled, endpoint, maxQueueSize, metricsEndpoint, tracesEndpoint, ...c }) => {
+  const tracesUrl = signalUrl(endpoint, tracesEndpoint, "traces")
+  const metricsUrl = signalUrl(endpoint, metricsEndpoint, "metrics")
+  if (disabled || (Option.isNone(tracesUrl) && Option.isNone(metricsUrl))) return Option.none()
   return Option.some({
+    ...c,
     // With one signal's endpoint alone, the other is sent nowhere: the empty URL says so.
     tracesUrl: Option.getOrElse(tracesUrl, () => ""),
     metricsUrl: Option.getOrElse(metricsUrl, () => ""),
-    protocol: c.protocol,
+    /** May carry credentials: never logged. */
     headers: Redacted.make(c.headers),
-    timeoutMillis: c.timeoutMillis,
     // The specification: OTEL_SERVICE_NAME wins over a service.name in OTEL_RESOURCE_ATTRIBUTES.
     serviceName: Option.getOrElse(c.serviceName, () => c.resourceAttributes["service.name"] ?? "petstore"),
-    resourceAttributes: c.resourceAttributes,
-    sampling: c.sampling,
-    maxQueueSize: c.maxQueueSize,
-    maxExportBatchSize: Math.min(c.maxExportBatchSize, c.maxQueueSize),
-    scheduleDelayMillis: c.scheduleDelayMillis,
-    metricExportIntervalMillis: c.metricExportIntervalMillis
+    // The exporter sends a batch as soon as it holds this many spans: no more wait for their export.
+    maxExportBatchSize: Math.min(c.maxExportBatchSize, maxQueueSize)
   })
 }))
+export type OtlpOptions = Option.Option.Value<Config.Config.Success<typeof OtlpConfig>>
 
 /** `host:port` (`[::1]:9464` for IPv6). */
 export const parseListenAddress = (text: string): Option.Option<{ hostname: string; port: number }> => {
   const found = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text.trim())
-  if (found === null) return Option.none()
-  const port = Number(found[3])
-  if (port < 1 || port > 65535) return Option.none()
-  return Option.some({ hostname: found[1] ?? found[2], port })
+  const port = Number(found?.[3])
+  return found === null || port < 1 || port > 65535
+    ? Option.none()
+    : Option.some({ hostname: found[1] ?? found[2], port })
 }
 
-export const MetricsAddress = Config.string("METRICS_ADDRESS").pipe(
+const MetricsAddress = Config.string("METRICS_ADDRESS").pipe(
   Config.mapOrFail((text) =>
-    Option.match(parseListenAddress(text), {
-      onNone: () =>
-        Either.left(
-          ConfigError.InvalidData([], "Expected host:port, such as 127.0.0.1:9464 or [::1]:9464")
-        ),
-      onSome: Either.right
-    })
+    Either.fromOption(
+      parseListenAddress(text),
+      () => ConfigError.InvalidData([], "Expected host:port, such as 127.0.0.1:9464 or [::1]:9464")
+    )
   ),
   Config.option
 )
 
-export const ObservabilityConfig: Config.Config<ObservabilityOptions> = Config.all({
-  otlp: OtlpConfig,
-  metricsAddress: MetricsAddress
-})
+/** `otlp`: `Some` when an OTLP endpoint is configured; `metricsAddress`: where `GET /metrics` is served. */
+export const ObservabilityConfig = Config.all({ otlp: OtlpConfig, metricsAddress: MetricsAddress })
+export type ObservabilityOptions = Config.Config.Success<typeof ObservabilityConfig>
 
 /** Whether spans are made at all: an endpoint for them and a sampler that can say yes. */
-export const tracesEnabled = (options: ObservabilityOptions): boolean =>
-  Option.isSome(options.otlp) && options.otlp.value.tracesUrl !== "" &&
-  options.otlp.value.sampling.sampler !== "always_off"
+export const tracesEnabled = ({ otlp }: ObservabilityOptions): boolean =>
+  Option.isSome(otlp) && otlp.value.tracesUrl !== "" && otlp.value.sampling.sampler !== "always_off"
 
 /** Whether metrics are counted: served on `METRICS_ADDRESS`, or exported over OTLP. */
-export const metricsEnabled = (options: ObservabilityOptions): boolean =>
-  Option.isSome(options.metricsAddress) || (Option.isSome(options.otlp) && options.otlp.value.metricsUrl !== "")
+export const metricsEnabled = ({ metricsAddress, otlp }: ObservabilityOptions): boolean =>
+  Option.isSome(metricsAddress) || (Option.isSome(otlp) && otlp.value.metricsUrl !== "")

@@ -1,8 +1,6 @@
 /**
- * The two places the rest of the service calls into observability, as one service that is present only when something
- * is configured (`OTEL_*` endpoint, `METRICS_ADDRESS`): absent, a caller does nothing at all, so an unconfigured
- * service pays nothing. This module is small on purpose: the serving pipeline and the repositories import it, and it
- * loads nothing of the exporters.
+ * Where the rest of the service calls into observability: one service, present only when something is configured
+ * (`OTEL_*` endpoint, `METRICS_ADDRESS`); absent, a caller does nothing at all. It loads nothing of the exporters.
  */
 import { Context, Effect, type Scope, type Tracer } from "effect"
 
@@ -13,7 +11,7 @@ export interface RequestStart {
   readonly route: string | undefined
   /** The path alone, without the query string. */
   readonly path: string
-  /** The request's headers (for `traceparent` and `tracestate`). */
+  /** The request's headers (for `traceparent`). */
   readonly headers: { readonly get: (name: string) => string | null }
 }
 
@@ -35,9 +33,8 @@ export interface RequestObservation {
 /** A database statement, as the metric's labels and the span's name and attributes say it. */
 export interface Statement {
   readonly system: "sqlite" | "postgresql"
-  /** `SELECT`, `INSERT`, `UPDATE`, `DELETE`. */
+  /** `SELECT`, `INSERT`, `UPDATE`, `DELETE`, on the table `collection`. */
   readonly operation: string
-  /** The table. */
   readonly collection: string
   /** The statement's text, with placeholders (never values), for the span (SQLite; `@effect/sql` adds its own). */
   readonly text?: string | undefined
@@ -58,9 +55,8 @@ export interface ObservabilityHooks {
    */
   readonly observeStatement: <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /**
-   * Runs a statement on a synchronous driver (`bun:sqlite`'s prepared statements), as `Effect.try` would, timing it
-   * and, inside a sampled request, making its child span — in the one step `Effect.try` takes, so it costs the
-   * request no more steps than the statement alone.
+   * Runs a statement on a synchronous driver (`bun:sqlite`'s prepared statements), as `Effect.try` does, timing it
+   * and, inside a sampled request, making its child span, in one step.
    */
   readonly runStatement: <A, E>(
     statement: Statement,

@@ -23,7 +23,7 @@ export const ObservabilityLive = (version: string): Layer.Layer<never, ConfigErr
     if (!tracing && !metrics) return Layer.empty
 
     const [{ makeHooks }, Metrics, { TraceIdsInLogsLive }] = yield* Effect.promise(() =>
-      Promise.all([import("./Observe.js"), import("./Metrics.js"), import("./Logs.js")])
+      Promise.all([import("./Observe.js"), import("./Metrics.js"), import("./Tracer.js")])
     )
     const otlp = Option.getOrUndefined(options.otlp)
     const Otlp = otlp === undefined ? undefined : yield* Effect.promise(() => import("./Otlp.js"))

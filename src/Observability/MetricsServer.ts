@@ -1,10 +1,80 @@
 /**
- * `GET /metrics` on `METRICS_ADDRESS`: a Bun listener of its own, never the API's port, so that the metrics are not
- * exposed where the API is and a scrape never queues behind API traffic in the pipeline.
+ * `GET /metrics` on `METRICS_ADDRESS`: Effect's metric registry in the Prometheus text format, rendered when scraped, on
+ * a Bun listener of its own, never the API's port, so that the metrics are not exposed where the API is and a scrape
+ * never queues behind API traffic.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Metric, MetricState, Option } from "effect"
+import type { MetricKey, MetricLabel } from "effect"
 import { refreshProcessMetrics } from "./Metrics.js"
-import { CONTENT_TYPE, render } from "./Prometheus.js"
+
+const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+/** Prometheus names and label names: `[a-zA-Z_:][a-zA-Z0-9_:]*` (labels without `:`). */
+const metricName = (name: string) => name.replace(/[^a-zA-Z0-9_:]/g, "_").replace(/^([0-9])/, "_$1")
+const labelName = (name: string) => name.replace(/[^a-zA-Z0-9_]/g, "_").replace(/^([0-9])/, "_$1")
+const labelValue = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, "\\\"")
+const helpText = (text: string) => text.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")
+
+const number = (value: number | bigint): string => {
+  if (typeof value === "bigint") return value.toString()
+  if (Number.isNaN(value)) return "NaN"
+  if (value === Infinity) return "+Inf"
+  if (value === -Infinity) return "-Inf"
+  return String(value)
+}
+
+const labels = (tags: ReadonlyArray<MetricLabel.MetricLabel>, extra?: readonly [string, string]): string => {
+  const parts = tags.map((tag) => `${labelName(tag.key)}="${labelValue(tag.value)}"`)
+  if (extra !== undefined) parts.push(`${extra[0]}="${labelValue(extra[1])}"`)
+  return parts.length === 0 ? "" : `{${parts.join(",")}}`
+}
+
+interface Family {
+  type: "counter" | "gauge" | "histogram"
+  help: string | undefined
+  lines: Array<string>
+}
+
+/** Effect's metric registry in the Prometheus text format 0.0.4, series of one name under one `# TYPE`. */
+const render = (): string => {
+  const families = new Map<string, Family>()
+  const family = (key: MetricKey.MetricKey.Untyped, type: Family["type"]) => {
+    const name = metricName(key.name)
+    let found = families.get(name)
+    if (found === undefined) {
+      found = { type, help: Option.getOrUndefined(key.description), lines: [] }
+      families.set(name, found)
+    }
+    return { name, lines: found.lines }
+  }
+  for (const { metricKey, metricState } of Metric.unsafeSnapshot()) {
+    // Effect's fiber metrics count the start-up's fibers only (requests run with them off): left out, not misleading.
+    if (metricKey.name.startsWith("effect_fiber_")) continue
+    const tags = metricKey.tags
+    if (MetricState.isCounterState(metricState)) {
+      const { lines, name } = family(metricKey, "counter")
+      lines.push(`${name}${labels(tags)} ${number(metricState.count)}`)
+    } else if (MetricState.isGaugeState(metricState)) {
+      const { lines, name } = family(metricKey, "gauge")
+      lines.push(`${name}${labels(tags)} ${number(metricState.value)}`)
+    } else if (MetricState.isHistogramState(metricState)) {
+      const { lines, name } = family(metricKey, "histogram")
+      // Effect's buckets are cumulative already, and end with +Inf.
+      for (const [bound, count] of metricState.buckets) {
+        lines.push(`${name}_bucket${labels(tags, ["le", number(bound)])} ${count}`)
+      }
+      lines.push(`${name}_sum${labels(tags)} ${number(metricState.sum)}`)
+      lines.push(`${name}_count${labels(tags)} ${metricState.count}`)
+    }
+    // Frequencies and summaries: petstore keeps none.
+  }
+  let text = ""
+  for (const [name, { help, lines, type }] of families) {
+    if (help !== undefined && help !== "") text += `# HELP ${name} ${helpText(help)}\n`
+    text += `# TYPE ${name} ${type}\n${lines.join("\n")}\n`
+  }
+  return text
+}
 
 export interface MetricsAddress {
   readonly hostname: string

@@ -4,10 +4,15 @@
  */
 import { Clock, Context, Effect, Exit, Option, Tracer } from "effect"
 import { constUndefined } from "effect/Function"
-import { type ObservabilityHooks, type RequestObservation, type Statement, unobserved } from "./Hooks.js"
+import {
+  type ObservabilityHooks,
+  type RequestObservation,
+  type RequestStart,
+  type Statement,
+  unobserved
+} from "./Hooks.js"
 import { addInFlight, addPool, methodLabel, recordStatement, type RequestRecorder, requestRecorder } from "./Metrics.js"
-import { remoteParent } from "./Sampler.js"
-import { NOT_SAMPLED, type SamplingTracer, type SharedAttributes } from "./Tracer.js"
+import { NOT_SAMPLED, remoteParent, type SamplingTracer } from "./Tracer.js"
 
 export interface ObserveOptions {
   /** The tracer, when spans are exported. */
@@ -25,60 +30,11 @@ const clock = Clock.make()
 const templates = new Map<string, string>()
 const templateOf = (route: string): string => {
   let template = templates.get(route)
-  if (template === undefined) {
-    template = route.replace(/:(\w+)/g, "{$1}")
-    templates.set(route, template)
-  }
+  if (template === undefined) templates.set(route, template = route.replace(/:(\w+)/g, "{$1}"))
   return template
 }
 
-/** What every span of one kind has in common: its name and the attributes it shares (`Tracer.SharedAttributes`). */
-interface SpanKindOf {
-  readonly name: string
-  readonly shared: SharedAttributes
-}
-
-/**
- * The server spans of a method and route: named, per the semantic conventions, `{method} {route}`, or the method alone
- * without a route (`HTTP` for a method they do not name); `http.request.method` and `http.route` shared. Made once per
- * pair, so a sampled request joins no name and records two attributes fewer.
- */
-const serverSpans = new Map<string, Map<string | undefined, SpanKindOf>>()
-const serverSpanOf = (method: string, route: string | undefined): SpanKindOf => {
-  let byRoute = serverSpans.get(method)
-  if (byRoute === undefined) serverSpans.set(method, byRoute = new Map())
-  let kind = byRoute.get(route)
-  if (kind === undefined) {
-    const prefix = method === "_OTHER" ? "HTTP" : method
-    const shared: Array<[string, unknown]> = [["http.request.method", method]]
-    if (route !== undefined) shared.push(["http.route", route])
-    kind = { name: route === undefined ? prefix : `${prefix} ${route}`, shared }
-    byRoute.set(route, kind)
-  }
-  return kind
-}
-
-/** A statement's spans: named `{operation} {table}`, its description's attributes shared. Made once per statement. */
-const statementSpans = new WeakMap<Statement, SpanKindOf>()
-const statementSpanOf = (statement: Statement): SpanKindOf => {
-  let kind = statementSpans.get(statement)
-  if (kind === undefined) {
-    const shared: Array<[string, unknown]> = [
-      ["db.system.name", statement.system],
-      ["db.operation.name", statement.operation],
-      ["db.collection.name", statement.collection]
-    ]
-    if (statement.text !== undefined) shared.push(["db.query.text", statement.text])
-    kind = { name: `${statement.operation} ${statement.collection}`, shared }
-    statementSpans.set(statement, kind)
-  }
-  return kind
-}
-
-/**
- * A request observed: its server span (tracing) and its series (metrics), recorded when it ends, once. One object per
- * request (a closure for `end` and the object holding it were two).
- */
+/** A request observed: its server span and its series, recorded once when it ends. */
 class Observation implements RequestObservation {
   constructor(
     readonly parentSpan: Tracer.Span | undefined,
@@ -95,81 +51,78 @@ class Observation implements RequestObservation {
       this.record(status, (performance.now() - this.started) / 1000)
     }
     const span = this.parentSpan
-    if (span !== undefined && span.sampled) {
-      span.attribute("http.response.status_code", status)
-      if (keyId !== undefined) span.attribute(KEY_ID_ATTRIBUTE, keyId)
-      if (status >= 500) span.attribute("error.type", errorType ?? String(status))
-      span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
-    }
+    if (span === undefined || !span.sampled) return
+    span.attribute("http.response.status_code", status)
+    if (keyId !== undefined) span.attribute(KEY_ID_ATTRIBUTE, keyId)
+    // A 5xx is the server's failure (status Error); a 4xx is the client's: the span ends as a success.
+    if (status < 500) return span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
+    span.attribute("error.type", errorType ?? String(status))
+    span.end(clock.unsafeCurrentTimeNanos(), Exit.fail(errorType ?? String(status)))
   }
 }
 
 /** Nothing to record at its end: observations shared by every such request, ended from the start. */
 const NOTHING: RequestObservation = new Observation(undefined, undefined, 0, true)
-/** An unsampled request without metrics. */
 const UNSAMPLED: RequestObservation = new Observation(NOT_SAMPLED, undefined, 0, true)
+
+/**
+ * A request's server span: named `{method} {route}`, the method alone without a route, `HTTP` for a method the
+ * conventions do not name; the path without the query string.
+ */
+const startServerSpan = (
+  tracer: SamplingTracer,
+  traceId: string,
+  parent: Option.Option<Tracer.AnySpan>,
+  method: string,
+  route: string | undefined,
+  request: RequestStart
+): Tracer.Span => {
+  const prefix = method === "_OTHER" ? "HTTP" : method
+  const span = tracer.start(route === undefined ? prefix : `${prefix} ${route}`, traceId, parent, "server")
+  span.attribute("http.request.method", method)
+  if (method === "_OTHER") span.attribute("http.request.method_original", request.method)
+  if (route !== undefined) span.attribute("http.route", route)
+  span.attribute("url.path", request.path)
+  return span
+}
 
 export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHooks => {
   const observeRequest: ObservabilityHooks["observeRequest"] = (request) => {
     if (!metrics && tracer === undefined) return NOTHING
-    let parent: Option.Option<Tracer.AnySpan> = Option.none()
-    let traceId: string | undefined
-    if (tracer !== undefined) {
-      parent = remoteParent(request.headers)
-      traceId = tracer.sample(parent)
-      if (traceId === undefined && !metrics) return UNSAMPLED
-    }
+    const parent = tracer === undefined ? Option.none() : remoteParent(request.headers)
+    const traceId = tracer?.sample(parent)
+    if (tracer !== undefined && traceId === undefined && !metrics) return UNSAMPLED
     const started = performance.now()
     const method = methodLabel(request.method)
     const route = request.route === undefined ? undefined : templateOf(request.route)
-    let span: Tracer.Span | undefined
-    if (tracer !== undefined) {
-      if (traceId === undefined) span = NOT_SAMPLED
-      else {
-        const kind = serverSpanOf(method, route)
-        span = tracer.startSampled(kind.name, traceId, parent, "server", kind.shared)
-        if (method === "_OTHER") span.attribute("http.request.method_original", request.method)
-        span.attribute("url.path", request.path)
-      }
-    }
+    const span = tracer === undefined
+      ? undefined
+      : traceId === undefined
+      ? NOT_SAMPLED
+      : startServerSpan(tracer, traceId, parent, method, route, request)
     const record = metrics ? requestRecorder(method, route ?? "") : undefined
     if (record !== undefined) addInFlight(1)
     return new Observation(span, record, started)
   }
 
-  const timed = <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.suspend(() => {
-      const started = performance.now()
-      return Effect.onExit(effect, () => {
-        recordStatement(statement, (performance.now() - started) / 1000)
-        return Effect.void
-      })
-    })
-
   /** A statement's span, `{operation} {table}`, a child of the fiber's span when that one is sampled. */
   const statementSpan = (context: Context.Context<never>, statement: Statement): Tracer.Span | undefined => {
-    if (tracer === undefined) return undefined
     const parent = Context.getOrElse(context, Tracer.ParentSpan, constUndefined)
-    if (parent === undefined || !parent.sampled) return undefined
-    const kind = statementSpanOf(statement)
-    return tracer.startSampled(kind.name, parent.traceId, Option.some(parent), "client", kind.shared)
+    if (tracer === undefined || parent === undefined || !parent.sampled) return undefined
+    const span = tracer.start(
+      `${statement.operation} ${statement.collection}`,
+      parent.traceId,
+      Option.some(parent),
+      "client"
+    )
+    span.attribute("db.system.name", statement.system)
+    span.attribute("db.operation.name", statement.operation)
+    span.attribute("db.collection.name", statement.collection)
+    if (statement.text !== undefined) span.attribute("db.query.text", statement.text)
+    return span
   }
 
-  /** Without tracing: the statement timed, in the one step `Effect.try` would take. */
-  const timedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
-    Effect.try({
-      try: () => {
-        const started = performance.now()
-        try {
-          return run()
-        } finally {
-          recordStatement(statement, (performance.now() - started) / 1000)
-        }
-      },
-      catch: onError
-    })
-
-  const tracedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
+  const runStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
     Effect.contextWithEffect((context: Context.Context<never>) => {
       const span = statementSpan(context, statement)
       // Outside a sampled request and without metrics, the statement alone (nothing to time it for).
@@ -186,17 +139,39 @@ export const makeHooks = ({ metrics, tracer }: ObserveOptions): ObservabilityHoo
       return exit
     })
 
-  const runStatement: ObservabilityHooks["runStatement"] = tracer !== undefined
-    ? tracedStatement
-    : metrics
-    ? timedStatement
-    : unobserved.runStatement
-
   // `@effect/sql` makes the statement's span itself (`sql.execute`): here, its duration.
-  const observeStatement: ObservabilityHooks["observeStatement"] = metrics ? timed : unobserved.observeStatement
+  const observeStatement: ObservabilityHooks["observeStatement"] = (statement, effect) =>
+    metrics
+      ? Effect.suspend(() => {
+        const started = performance.now()
+        return Effect.ensuring(
+          effect,
+          Effect.sync(() => recordStatement(statement, (performance.now() - started) / 1000))
+        )
+      })
+      : effect
 
   const observePool: ObservabilityHooks["observePool"] = (pool, max) =>
     metrics ? Effect.acquireRelease(Effect.sync(() => addPool(pool, max)), (stop) => Effect.sync(stop)) : Effect.void
 
-  return { observeRequest, observeStatement, runStatement, observePool }
+  /** Without tracing: the statement timed, in the one step `Effect.try` takes. */
+  const timedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
+    Effect.try({
+      try: () => {
+        const started = performance.now()
+        try {
+          return run()
+        } finally {
+          recordStatement(statement, (performance.now() - started) / 1000)
+        }
+      },
+      catch: onError
+    })
+
+  return {
+    observeRequest,
+    observeStatement,
+    runStatement: tracer !== undefined ? runStatement : metrics ? timedStatement : unobserved.runStatement,
+    observePool
+  }
 }

@@ -1,72 +1,63 @@
 /**
- * OTLP over HTTP: the tracer with its exporter, and the metrics through `@effect/opentelemetry`'s `OtlpMetrics`, sent
- * with the platform's fetch `HttpClient`, encoded as `OTEL_EXPORTER_OTLP_PROTOCOL` says. Loaded (a dynamic import) only
- * when an endpoint is configured.
+ * OTLP over HTTP with `@effect/opentelemetry`: its tracer (`OtlpTracer`, behind the sampler of `Tracer.ts`) and its
+ * metric export (`OtlpMetrics`), serialized as `OTEL_EXPORTER_OTLP_PROTOCOL` says (`OtlpSerialization`; the traces'
+ * protobuf by `OtlpTracesProtobuf.ts`), sent with the platform's fetch client, each export bounded by
+ * `OTEL_EXPORTER_OTLP_TIMEOUT`. Loaded (a dynamic import) only when an endpoint is configured.
  */
 import * as OtlpMetrics from "@effect/opentelemetry/OtlpMetrics"
-import * as OtlpResource from "@effect/opentelemetry/OtlpResource"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
-import { FetchHttpClient, HttpBody } from "@effect/platform"
-import { Duration, Effect, Layer, Redacted } from "effect"
+import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
+import { FetchHttpClient, HttpClient, HttpClientError } from "@effect/platform"
+import { Cause, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import type { OtlpOptions } from "./Config.js"
 import { refreshProcessMetrics } from "./Metrics.js"
-import { toOtlp } from "./OtlpSpans.js"
-import { makeTracesEncoder } from "./OtlpTracesProtobuf.js"
-import { makeSampler } from "./Sampler.js"
-import { makeSpanExporter, type SpanEncoding } from "./SpanExporter.js"
-import { makeTracer, type SamplingTracer } from "./Tracer.js"
+import * as OtlpTracesProtobuf from "./OtlpTracesProtobuf.js"
+import { makeSampler, makeSamplingTracer, type SamplingTracer } from "./Tracer.js"
+
+/** The error's message alone (not the request, whose headers may carry credentials). */
+const reasonOf = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+}
+
+/**
+ * The fetch client, each request bounded by the timeout, and one warning in the log when the collector stops taking
+ * what is sent (the library drops it), one line when it takes it again.
+ */
+const exportClient = (options: OtlpOptions) =>
+  Layer.effect(
+    HttpClient.HttpClient,
+    Effect.map(HttpClient.HttpClient, (client) => {
+      let failing = false
+      const failed = (url: string, reason: string) => {
+        if (failing) return Effect.void
+        failing = true
+        return Effect.logWarning("OTLP export failed: what is sent is dropped until the collector answers").pipe(
+          Effect.annotateLogs({ url, reason })
+        )
+      }
+      return HttpClient.transform(client, (effect, request) =>
+        effect.pipe(
+          Effect.timeoutFail({
+            duration: Duration.millis(options.timeoutMillis),
+            onTimeout: () => new HttpClientError.RequestError({ request, reason: "Transport", description: "timeout" })
+          }),
+          Effect.tapErrorCause((cause) => failed(request.url, reasonOf(cause))),
+          Effect.tap((response) => {
+            if (response.status >= 300) return failed(request.url, `status ${response.status}`)
+            if (!failing) return Effect.void
+            failing = false
+            return Effect.logInfo("OTLP export: the collector takes data again")
+          })
+        ))
+    })
+  ).pipe(Layer.provide(FetchHttpClient.layer))
 
 const transport = (options: OtlpOptions) =>
   Layer.mergeAll(
-    FetchHttpClient.layer,
-    options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf
+    exportClient(options),
+    options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpTracesProtobuf.layerProtobuf
   )
-
-const scopeOf = (resource: OtlpResource.Resource) => ({ name: OtlpResource.unsafeServiceName(resource) })
-
-/**
- * `http/protobuf`: each span written straight to its `Span` message in its batch's buffer (`OtlpTracesProtobuf.ts`,
- * the library's bytes at a fraction of its cost), the request around them.
- */
-export const protobufEncoding = (resource: OtlpResource.Resource): SpanEncoding => {
-  const encoder = makeTracesEncoder(resource, scopeOf(resource))
-  return {
-    batch: () => {
-      const batch = encoder.batch()
-      return {
-        get size() {
-          return batch.size
-        },
-        add: batch.add,
-        body: () => HttpBody.uint8Array(batch.request(), "application/x-protobuf")
-      }
-    }
-  }
-}
-
-/**
- * `http/json`: each span the text of its OTLP/JSON shape, the request's text around them — what the library's JSON
- * serialization (`JSON.stringify` of the whole request) writes.
- */
-export const jsonEncoding = (resource: OtlpResource.Resource): SpanEncoding => {
-  const head = `{"resourceSpans":[{"resource":${JSON.stringify(resource)},"scopeSpans":[{"scope":${
-    JSON.stringify(scopeOf(resource))
-  },"spans":[`
-  return {
-    batch: () => {
-      const spans: Array<string> = []
-      return {
-        get size() {
-          return spans.length
-        },
-        add: (span) => {
-          spans.push(JSON.stringify(toOtlp(span)))
-        },
-        body: () => HttpBody.text(`${head}${spans.join(",")}]}]}]}`, "application/json")
-      }
-    }
-  }
-}
 
 const resourceOf = (options: OtlpOptions, version: string) => ({
   serviceName: options.serviceName,
@@ -74,23 +65,21 @@ const resourceOf = (options: OtlpOptions, version: string) => ({
   attributes: options.resourceAttributes
 })
 
-/** The tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes. */
+/** The sampling tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes. */
 export const makeOtlpTracer = (
   options: OtlpOptions,
   version: string
-): Effect.Effect<SamplingTracer, never, import("effect").Scope.Scope> =>
+): Effect.Effect<SamplingTracer, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const resource = OtlpResource.make(resourceOf(options, version))
-    const sink = yield* makeSpanExporter({
+    const recording = yield* OtlpTracer.make({
       url: options.tracesUrl,
+      resource: resourceOf(options, version),
       headers: Redacted.value(options.headers),
-      encoding: options.protocol === "http/json" ? jsonEncoding(resource) : protobufEncoding(resource),
-      timeoutMillis: options.timeoutMillis,
-      maxQueueSize: options.maxQueueSize,
-      maxExportBatchSize: options.maxExportBatchSize,
-      scheduleDelayMillis: options.scheduleDelayMillis
+      exportInterval: Duration.millis(options.scheduleDelayMillis),
+      maxBatchSize: options.maxExportBatchSize,
+      shutdownTimeout: Duration.millis(options.timeoutMillis)
     })
-    return makeTracer(makeSampler(options.sampling), sink, yield* Effect.clock)
+    return makeSamplingTracer(makeSampler(options.sampling), recording, yield* Effect.clock)
   }).pipe(Effect.provide(transport(options)))
 
 /** The metric registry exported every `OTEL_METRIC_EXPORT_INTERVAL`, the process figures read just before. */

@@ -1,126 +1,74 @@
 /**
- * Effect's `Tracer` for petstore: it samples (`Sampler.ts`), records the spans it samples and hands each ended one to
- * a sink (the OTLP exporter); a span it does not sample is one shared object that records nothing, so an unsampled
- * request or statement costs no span. A span whose parent is in this process follows its parent's decision.
+ * Sampling in front of `@effect/opentelemetry`'s OTLP tracer, which records and exports every span it is asked for:
+ * the OpenTelemetry specification's built-in samplers (`OTEL_TRACES_SAMPLER`) and the W3C trace context a client
+ * sends. A span the sampler keeps is the library's; one it drops is one shared span that records nothing, and the
+ * spans under it are dropped too, so an unsampled request costs no span.
  */
-import { type Clock, Context, type Exit, Option, Tracer } from "effect"
-import type { Sampler } from "./Sampler.js"
+import { Headers, HttpTraceContext } from "@effect/platform"
+import type { Clock } from "effect"
+import { Context, Effect, FiberRef, FiberRefs, HashMap, HashSet, Layer, Logger, Option, Tracer } from "effect"
+import type { Sampling } from "./Config.js"
 
-export interface SpanSink {
-  readonly offer: (span: RecordingSpan) => void
-}
-
-// Random ids cut from a pool of random bytes, refilled from the system's generator 4 KiB at a time. Every request
-// without a parent draws a trace id and is sampled on it, so a new trace's decision is taken on the bytes themselves
-// (`randomnessAt`), and the id is written out as hexadecimal only when it is sampled: an unsampled request makes no
-// string (an id and its parsed half were two strings and a parse: 0.14 µs a decision in-process, now 0.02).
+// Trace ids are cut from a pool of random bytes, refilled 4 KiB at a time: a new trace is decided on its id's bytes,
+// and the id is written out as hexadecimal only when it is sampled.
 const pool = Buffer.alloc(4096)
 let poolAt = pool.length
 
-/** Where `count` fresh random bytes start in the pool. */
-const draw = (count: number): number => {
-  if (poolAt + count > pool.length) {
+const drawTraceId = (): number => {
+  if (poolAt + 16 > pool.length) {
     crypto.getRandomValues(pool)
     poolAt = 0
   }
-  const at = poolAt
-  poolAt += count
-  return at
+  poolAt += 16
+  return poolAt - 16
 }
 
-/**
- * The trace id's randomness, as the OpenTelemetry specification's `TraceIdRatioBased` sampler reads it: its lowest 56
- * bits (bytes 9 to 15), a number. Read the same way from the pool's bytes and from an id's hexadecimal digits, so a
- * trace is decided alike wherever its id came from.
- */
-const randomnessAt = (at: number): number =>
-  ((((pool[at + 9] * 256 + pool[at + 10]) * 256 + pool[at + 11]) * 256 + pool[at + 12]) * 256 + pool[at + 13]) *
-    65536 + pool[at + 14] * 256 + pool[at + 15]
+/** A trace id's randomness as `TraceIdRatioBased` reads it: its lowest 56 bits (bytes 9 to 15), from bytes or hex. */
+const randomnessAt = (at: number): number => pool.readUIntBE(at + 9, 6) * 256 + pool[at + 15]
 
 export const randomnessOf = (traceId: string): number =>
-  parseInt(traceId.slice(18, 28), 16) * 65536 + parseInt(traceId.slice(28, 32), 16)
+  parseInt(traceId.slice(18, 30), 16) * 256 + parseInt(traceId.slice(30, 32), 16)
 
-/** The id written by the `bytes` bytes at `at` in the pool (a trace id 16, a span id 8). */
-const idAt = (at: number, bytes: number): string => pool.toString("hex", at, at + bytes)
-
-export const newTraceId = (): string => idAt(draw(16), 16)
-export const newSpanId = (): string => idAt(draw(8), 8)
-
-const NO_LINKS: ReadonlyArray<Tracer.SpanLink> = []
-const NO_ATTRIBUTES: ReadonlyMap<string, unknown> = new Map()
-const NO_EVENTS: ReadonlyArray<never> = []
-
-type SpanEvent = readonly [name: string, time: bigint, attributes: Record<string, unknown> | undefined]
-
-/**
- * Attributes that every span of one kind has with the same values (a route's server spans, one statement's spans),
- * made once and shared by those spans: a span records only its own (`attributes`), and the protobuf writer writes the
- * shared ones' bytes once (`OtlpTracesProtobuf.ts`). Written before the span's own.
- */
-export type SharedAttributes = ReadonlyArray<[key: string, value: unknown]>
-
-export const NO_SHARED_ATTRIBUTES: SharedAttributes = []
-
-export class RecordingSpan implements Tracer.Span {
-  readonly _tag = "Span"
-  readonly sampled = true
-  status: Tracer.SpanStatus
-  // A statement's span records no attribute of its own (its attributes are shared): no map until one is recorded.
-  private recorded: Map<string, unknown> | undefined
-  // Most spans have neither links nor events: they share one empty array until they get one.
-  links: ReadonlyArray<Tracer.SpanLink>
-  events: ReadonlyArray<SpanEvent> = NO_EVENTS
-
-  constructor(
-    readonly name: string,
-    readonly traceId: string,
-    readonly spanId: string,
-    readonly parent: Option.Option<Tracer.AnySpan>,
-    readonly context: Context.Context<never>,
-    links: ReadonlyArray<Tracer.SpanLink>,
-    startTime: bigint,
-    readonly kind: Tracer.SpanKind,
-    /** The W3C `tracestate` of the trace, passed on from the remote parent. */
-    readonly traceState: string | undefined,
-    private readonly sink: SpanSink,
-    readonly sharedAttributes: SharedAttributes = NO_SHARED_ATTRIBUTES
-  ) {
-    this.links = links.length === 0 ? NO_LINKS : [...links]
-    this.status = { _tag: "Started", startTime }
-  }
-
-  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
-    if (this.status._tag === "Ended") return
-    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
-    this.sink.offer(this)
-  }
-
-  get attributes(): ReadonlyMap<string, unknown> {
-    return this.recorded ?? NO_ATTRIBUTES
-  }
-
-  attribute(key: string, value: unknown): void {
-    ;(this.recorded ??= new Map()).set(key, value)
-  }
-
-  event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
-    this.events = [...this.events, [name, startTime, attributes]]
-  }
-
-  addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
-    this.links = [...this.links, ...links]
-  }
+export const newTraceId = (): string => {
+  const at = drawTraceId()
+  return pool.toString("hex", at, at + 16)
 }
 
-const ZERO_TRACE = "00000000000000000000000000000000"
-const ZERO_SPAN = "0000000000000000"
+/** Whether a new trace root, or a span whose parent is in another process, is recorded. */
+export type Sampler = (randomness: number, remoteParent: Option.Option<Tracer.ExternalSpan>) => boolean
+
+export const makeSampler = ({ ratio, sampler }: Sampling): Sampler => {
+  // `traceidratio`: the id's randomness against the ratio, so every process sampling at that ratio decides alike.
+  const bound = ratio * 2 ** 56
+  const root = sampler.endsWith("always_on")
+    ? () => true
+    : sampler.endsWith("always_off")
+    ? () => false
+    : (randomness: number) => randomness < bound
+  if (!sampler.startsWith("parentbased_")) return (randomness) => root(randomness)
+  return (randomness, remoteParent) => Option.isSome(remoteParent) ? remoteParent.value.sampled : root(randomness)
+}
+
+const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/
+
+/**
+ * The parent a request names in `traceparent` (version 00, lowercase hex, ids not all zero); `None` when absent or
+ * malformed: the request then starts a trace of its own, as the W3C specification says.
+ */
+export const remoteParent = (
+  headers: { readonly get: (name: string) => string | null }
+): Option.Option<Tracer.ExternalSpan> => {
+  const traceparent = headers.get("traceparent")
+  if (traceparent === null || !TRACEPARENT.test(traceparent)) return Option.none()
+  return HttpTraceContext.w3c(Headers.unsafeFromRecord({ traceparent }))
+}
 
 /** What every unsampled span is: ids of zeros (W3C's "invalid"), nothing recorded, and its children unsampled too. */
 export const NOT_SAMPLED: Tracer.Span = {
   _tag: "Span",
   name: "",
-  spanId: ZERO_SPAN,
-  traceId: ZERO_TRACE,
+  spanId: "0000000000000000",
+  traceId: "00000000000000000000000000000000",
   parent: Option.none(),
   context: Context.empty(),
   status: { _tag: "Started", startTime: 0n },
@@ -134,33 +82,33 @@ export const NOT_SAMPLED: Tracer.Span = {
   addLinks: () => {}
 }
 
-const traceStateOf = (span: Tracer.AnySpan): string | undefined => (span as { traceState?: string }).traceState
-
 export interface SamplingTracer extends Tracer.Tracer {
-  /**
-   * For the spans petstore starts itself (the request's, its statements'), sampling comes first: the trace id a span
-   * under `parent` gets if it is sampled, `undefined` if not — and then nothing is named, timed or allocated for it.
-   */
+  /** The trace id a span under `parent` records in, `undefined` when it is not sampled: decided before it is made. */
   readonly sample: (parent: Option.Option<Tracer.AnySpan>) => string | undefined
-  /** A sampled span (`traceId` from `sample`), starting now, with the attributes it shares with its kind. */
-  readonly startSampled: (
+  /** A sampled span (`traceId` from `sample`) starting now. */
+  readonly start: (
     name: string,
     traceId: string,
     parent: Option.Option<Tracer.AnySpan>,
-    kind: Tracer.SpanKind,
-    shared?: SharedAttributes
-  ) => RecordingSpan
+    kind: Tracer.SpanKind
+  ) => Tracer.Span
 }
 
-export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock): SamplingTracer => {
+/** `recording` makes and exports the sampled spans (`OtlpTracer.make`). */
+export const makeSamplingTracer = (
+  sampler: Sampler,
+  recording: Tracer.Tracer,
+  clock: Clock.Clock
+): SamplingTracer => {
   const sample = (parent: Option.Option<Tracer.AnySpan>): string | undefined => {
     if (Option.isNone(parent)) {
-      const at = draw(16)
-      return sampler(randomnessAt(at), Option.none()) ? idAt(at, 16) : undefined
+      const at = drawTraceId()
+      return sampler(randomnessAt(at), Option.none()) ? pool.toString("hex", at, at + 16) : undefined
     }
     if (parent.value._tag === "Span") return parent.value.sampled ? parent.value.traceId : undefined
-    const traceId = parent.value.traceId
-    return sampler(randomnessOf(traceId), parent as Option.Some<Tracer.ExternalSpan>) ? traceId : undefined
+    return sampler(randomnessOf(parent.value.traceId), parent as Option.Some<Tracer.ExternalSpan>)
+      ? parent.value.traceId
+      : undefined
   }
   const record = (
     name: string,
@@ -169,23 +117,11 @@ export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock)
     context: Context.Context<never>,
     links: ReadonlyArray<Tracer.SpanLink>,
     startTime: bigint,
-    kind: Tracer.SpanKind,
-    shared = NO_SHARED_ATTRIBUTES
-  ) => {
-    const traceState = Option.isSome(parent) ? traceStateOf(parent.value) : undefined
-    return new RecordingSpan(
-      name,
-      traceId,
-      newSpanId(),
-      parent,
-      context,
-      links,
-      startTime,
-      kind,
-      traceState,
-      sink,
-      shared
-    )
+    kind: Tracer.SpanKind
+  ): Tracer.Span => {
+    const span = recording.span(name, parent, context, links, startTime, kind)
+    // The library draws a root's id itself; the root takes the id it was sampled on.
+    return Option.isNone(parent) ? Object.assign(span, { traceId }) : span
   }
   const tracer = Tracer.make({
     span(name, parent, context, links, startTime, kind) {
@@ -196,12 +132,24 @@ export const makeTracer = (sampler: Sampler, sink: SpanSink, clock: Clock.Clock)
   })
   return Object.assign(tracer, {
     sample,
-    startSampled: (
-      name: string,
-      traceId: string,
-      parent: Option.Option<Tracer.AnySpan>,
-      kind: Tracer.SpanKind,
-      shared?: SharedAttributes
-    ) => record(name, traceId, parent, Context.empty(), NO_LINKS, clock.unsafeCurrentTimeNanos(), kind, shared)
+    start: (name: string, traceId: string, parent: Option.Option<Tracer.AnySpan>, kind: Tracer.SpanKind) =>
+      record(name, traceId, parent, Context.empty(), [], clock.unsafeCurrentTimeNanos(), kind)
   })
 }
+
+/** Log lines written inside a sampled span carry its `traceId` and `spanId` (annotations the loggers print). */
+const withTraceIds = (options: Logger.Logger.Options<unknown>): Logger.Logger.Options<unknown> => {
+  const context = FiberRefs.getOrDefault(options.context, FiberRef.currentContext)
+  const span = Context.getOption(context, Tracer.ParentSpan)
+  if (span._tag === "None" || !span.value.sampled) return options
+  const annotations = HashMap.set(options.annotations, "traceId", span.value.traceId)
+  return { ...options, annotations: HashMap.set(annotations, "spanId", span.value.spanId) }
+}
+
+/** Wraps every logger in place (provided below the logger's own layer). */
+export const TraceIdsInLogsLive = Layer.scopedDiscard(
+  Effect.locallyScopedWith(
+    FiberRef.currentLoggers,
+    HashSet.map((logger) => Logger.mapInputOptions(logger, withTraceIds))
+  )
+)
