@@ -4,7 +4,6 @@
  * errors go to stderr (`serve` alone logs to stdout, see `Serve.ts`).
  */
 import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
-import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
 import { BunContext } from "@effect/platform-bun"
 import {
   type Config,
@@ -25,22 +24,12 @@ import { CommandFailed } from "./CommandFailed.js"
 import { Host, parsePort, Port, ServersConfig } from "./Config.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
 import { formatMillis, formatSize } from "./DurableFile.js"
-import { type CommandPath, commandPathOf, helpText } from "./Help.js"
+import { askHealth, healthcheckUrl } from "./Healthcheck.js"
+import { type CommandPath, commandPathOf, helpText, UsageError } from "./Help.js"
 import { LoggingLive } from "./Logging.js"
 import { restore as restoreDatabase } from "./Restore.js"
 import { serve as serveHandler, VERSION } from "./Serve.js"
 import * as Sql from "./Sql.js"
-
-/** A command line that cannot be run as given: the message names the command and points to its help. Exit code 2. */
-export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
-  command: Schema.String,
-  problem: Schema.String
-}) {
-  override get message() {
-    const command = ["petstore", this.command].filter((word) => word !== "").join(" ")
-    return `${command}: ${this.problem}\nRun '${command} --help' for usage.`
-  }
-}
 
 /** A line on stderr, without the colour Bun's console gives `console.error` on a terminal. */
 const note = (line: string) => Effect.sync(() => void process.stderr.write(`${line}\n`))
@@ -197,39 +186,6 @@ const openapi = Command.make(
   {},
   () => Effect.flatMap(ServersConfig, (servers) => Console.log(JSON.stringify(openApiDocument(servers), null, 2)))
 )
-
-/** Where a server listening on `host` is reached from this machine: a wildcard address is asked on loopback. */
-export const healthcheckUrl = (host: string, port: number): string => {
-  const target = host === "" || host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host
-  return `http://${target.includes(":") ? `[${target}]` : target}:${port}/healthz`
-}
-
-/** Why a connection failed, in a few words (`connection refused`). */
-const reasonOf = (cause: unknown): string | undefined => {
-  const { code, message } = (cause ?? {}) as { code?: unknown; message?: unknown }
-  if (code === "ECONNREFUSED") return "connection refused"
-  return typeof code === "string" ? code : typeof message === "string" ? message : undefined
-}
-
-/** Asks `url` (a server's /healthz) and prints `ok` when it answers 200. */
-const askHealth = (url: string) =>
-  HttpClient.get(url).pipe(
-    Effect.flatMap(HttpClientResponse.filterStatusOk),
-    Effect.timeoutFail({
-      duration: "2 seconds",
-      onTimeout: () => new CommandFailed({ message: `${url} did not answer within 2 seconds.` })
-    }),
-    Effect.catchTags({
-      RequestError: (error) =>
-        new CommandFailed({
-          message: `no server answers at ${url} (${reasonOf(error.cause) ?? error.reason}). ` +
-            `Is 'petstore serve' running there? Set HOST and PORT (or --host, --port) to the address it listens on.`
-        }),
-      ResponseError: (error) => new CommandFailed({ message: `${url} answered ${error.response.status}, not 200.` })
-    }),
-    Effect.zipRight(Console.log("ok")),
-    Effect.provide(FetchHttpClient.layer)
-  )
 
 /** The container's HEALTHCHECK: asks the server's /healthz, exits non-zero unless it answers 200. */
 const healthcheck = Command.make("healthcheck", { host, port }, (flags) =>

@@ -1,8 +1,20 @@
 /**
- * The command line's help: short, specific to each command, plain text (no colour codes, whatever stdout is). Written
- * by hand rather than generated, because the generated help lists built-in options petstore does not offer and
- * describes every option in generic words.
+ * The command line's help and its usage errors. The help is short, specific to each command, plain text (no colour
+ * codes, whatever stdout is); written by hand rather than generated, because the generated help lists built-in options
+ * petstore does not offer and describes every option in generic words.
  */
+import { Schema } from "effect"
+
+/** A command line that cannot be run as given: the message names the command and points to its help. Exit code 2. */
+export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
+  command: Schema.String,
+  problem: Schema.String
+}) {
+  override get message() {
+    const command = ["petstore", this.command].filter((word) => word !== "").join(" ")
+    return `${command}: ${this.problem}\nRun '${command} --help' for usage.`
+  }
+}
 
 /** The commands, as the help and the usage errors name them (`petstore keys create`). */
 export type CommandPath =

@@ -11,7 +11,7 @@ import { describeConfigError } from "./Config.js"
 const args = process.argv.slice(2)
 const servesFromEnvironment = args.length === 0 || (args.length === 1 && args[0] === "serve")
 
-/** A command line the parser refused (`Cli.UsageError`): its message names the command already. */
+/** A command line the parser refused (`Help.UsageError`): its message names the command already. */
 const isUsageError = (error: unknown): error is Error => (error as { _tag?: unknown })?._tag === "UsageError"
 
 /** A command that cannot be run as given: a usage error, or `backup`/`restore` asked of PostgreSQL. Exit code 2. */
