@@ -10,7 +10,7 @@
  */
 import { SqlClient, SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit, Option, Runtime } from "effect"
 import { type Statement as Observed, type StatementHooks, statementHooks } from "./Observability/Hooks.js"
 import { SqliteDatabase } from "./Sqlite.js"
 import { SqliteWriter, type Writer } from "./SqliteWriter.js"
@@ -108,13 +108,15 @@ const onFile = (reader: Database, writer: Writer, { observeStatement, runStateme
         runStatement(describe(statement), onWriter(statement, params, f), failed)) satisfies Run as Query,
     tryLock: (name) => Effect.sync(() => writer.tryLock(name))
   }
-  // A unit of the writer is synchronous: the body, whose statements are too, is run to its end inside it.
+  // A unit of the writer is synchronous: the body, whose statements are too, is run to its end inside it, with the
+  // caller's context (its span, its log annotations, its services).
   const transaction = <A>(body: (transaction: Transaction) => Effect.Effect<A, SqlError.SqlError>) =>
-    writer.write(() => {
-      const exit = Effect.runSyncExit(body(inTransaction))
-      if (Exit.isSuccess(exit)) return exit.value
-      throw Cause.squash(exit.cause)
-    })
+    Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+      writer.write(() => {
+        const exit = Runtime.runSyncExit(runtime)(body(inTransaction))
+        if (Exit.isSuccess(exit)) return exit.value
+        throw Cause.squash(exit.cause)
+      }))
   return { system: "sqlite" as const, query: query as Query, transaction }
 }
 

@@ -5,7 +5,7 @@
  */
 import { SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Either, Layer } from "effect"
+import { Context, Deferred, Effect, Either, Layer, Option } from "effect"
 import * as Sql from "../src/Sql.js"
 import { statement, Statements } from "../src/Statements.js"
 import { describeBackends } from "./support/backends.js"
@@ -18,6 +18,8 @@ const NAMES = statement<{ readonly name: string }, [from: number]>(
   "pets",
   `SELECT name FROM pets WHERE id > ? ORDER BY id`
 )
+class Caller extends Context.Tag("test/Caller")<Caller, string>() {}
+
 const names = (statements: Statements) => statements.query(NAMES, [0], (rows) => rows.map((row) => row.name))
 
 describeBackends((backend) => {
@@ -28,6 +30,15 @@ describeBackends((backend) => {
   })
 
   describe("Statements", () => {
+    it.scoped("runs a transaction's body with the caller's context (its services, its span)", () =>
+      Effect.gen(function*() {
+        const statements = yield* on
+        const seen = yield* statements.transaction((tx) =>
+          Effect.zipRight(tx.query(INSERT, ["Rex", 1]), Effect.serviceOption(Caller))
+        ).pipe(Effect.provideService(Caller, "the request"))
+        expect(seen).toEqual(Option.some("the request"))
+      }))
+
     it.scoped("runs a statement with its values and returns its rows; a write is committed when it succeeds", () =>
       Effect.gen(function*() {
         const statements = yield* on
