@@ -42,8 +42,8 @@ const json = (status: number, body: string | null, annotations: Readonly<Record<
 
 /**
  * The answer a finished request gives, made from its outcome: its success as the endpoint encodes it (a response the
- * handler made is kept as it is), a refusal, a declared error as the endpoint encodes it; else `undefined` (an
- * interruption, or a failure nobody declared).
+ * handler made is kept as it is), a refusal, a declared error as the endpoint encodes it, a 503 for an interrupted
+ * request; else `undefined` (a failure nobody declared).
  */
 export const answerFromExit = (
   route: EndpointRoute,
@@ -55,6 +55,7 @@ export const answerFromExit = (
     if (HttpServerResponse.isServerResponse(value)) return value
     return json(route.successStatus, route.encodeSuccess(value), annotations)
   }
+  if (Cause.isInterruptedOnly(exit.cause)) return refusalAnswer(Refusals.shuttingDown, annotations)
   const failure = Cause.failureOption(exit.cause)
   if (Option.isNone(failure)) return undefined
   const error = failure.value

@@ -9,8 +9,7 @@
  * As in HttpApi, the middleware run before the decoded request is looked at (an unauthenticated request is a 401
  * whatever its query), a failure is encoded as the endpoint declares it, and the headers the request's effects added
  * (`ResponseHeaders.addResponseHeaders`, or the platform's pre-response handlers) apply to the answer, whatever its
- * outcome. A failure nobody declared is a
- * logged 500, an interrupted request a 503.
+ * outcome. A failure nobody declared is a logged 500, an interrupted request a 503.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Exit, FiberId, FiberRef, Option, Runtime, Tracer } from "effect"
@@ -56,14 +55,11 @@ const finishAnswer = (
 /** A route's program: its middleware around its handler, then the answer made from the outcome. */
 const makeProgram = (route: EndpointRoute): Effect.Effect<Served, never, RequestInput> => {
   // A handler's requirements are what its middleware provide (checked where the handlers are typed).
-  const handler = Effect.flatMap(
+  const handler: Effect.Effect<unknown, unknown, RequestInput> = Effect.flatMap(
     RequestInput,
-    ({ decoded }) => decoded instanceof Refused ? Effect.fail(decoded) : route.handler(decoded)
-  ) as Effect.Effect<
-    unknown,
-    unknown,
-    RequestInput
-  >
+    ({ decoded }) =>
+      decoded instanceof Refused ? Effect.fail(decoded) : route.handler(decoded) as Effect.Effect<unknown, unknown>
+  )
   const served = route.middleware.reduceRight(
     (inner, middleware) => middleware.around(inner) as Effect.Effect<unknown, unknown, RequestInput>,
     handler
