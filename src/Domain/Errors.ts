@@ -144,9 +144,3 @@ export const UnavailableResponse = wire(Unavailable, "Unavailable", "The databas
 
 /** The JSON body of an error answer. */
 export const errorBody = (status: number, code: ErrorCode, message: string): ErrorBody => ({ code, message, status })
-
-/** Whether a failure is one of the typed errors above, which the API itself encodes. */
-export const isApiError = (u: unknown): boolean =>
-  u instanceof Unauthorized || u instanceof BadRequest || u instanceof NotFound || u instanceof PayloadTooLarge ||
-  u instanceof UnsupportedMediaType || u instanceof Unavailable || u instanceof IdempotencyKeyInUse ||
-  u instanceof IdempotencyKeyReused || u instanceof RateLimited
