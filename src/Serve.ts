@@ -2,12 +2,13 @@
  * Running the service: the HTTP server on a database, with the logger, traces and metrics as configured. `petstore serve`
  * (the command line's) and a bare start (`main.ts`) both come here.
  */
-import { Config, Effect, Layer, type Redacted } from "effect"
+import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { CorsOrigins, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
 import { RequestTimeoutConfig } from "./Deadlines.js"
 import { HttpLive } from "./Listener.js"
 import { LoggingLive } from "./Logging.js"
+import { MetricsAddress } from "./Observability/Config.js"
 import { ObservabilityLive } from "./Observability/Live.js"
 import { RateLimitPruningLive } from "./RateLimit/Pruning.js"
 import * as Sql from "./Sql.js"
@@ -27,6 +28,23 @@ export const ServeOptionsConfig: Config.Config<ServeOptions> = Config.all({
   database: Sql.DatabaseUrl
 })
 
+const WILDCARDS = ["", "0.0.0.0", "::"]
+
+/**
+ * The metrics have a listener of their own: `METRICS_ADDRESS` on the API's address (the same port, on the same or a
+ * wildcard host) is refused, naming both settings.
+ */
+export const metricsApartFrom = (host: string, port: number) =>
+  Effect.flatMap(MetricsAddress, (address) =>
+    Option.isSome(address) && address.value.port === port &&
+      (address.value.hostname === host || WILDCARDS.includes(host) || WILDCARDS.includes(address.value.hostname))
+      ? Effect.fail(ConfigError.InvalidData(
+        ["METRICS_ADDRESS"],
+        `METRICS_ADDRESS ${address.value.hostname}:${port} is on the API's address (HOST ${host}, PORT ${port}): the ` +
+          `metrics are served on a listener of their own; give METRICS_ADDRESS another port, such as 127.0.0.1:9464.`
+      ))
+      : Effect.void)
+
 /**
  * Serves until interrupted (SIGTERM/SIGINT), then drains and closes. Effect's tracer is off (its spans cost more than
  * the steps they time) unless an OTLP endpoint is configured (`ObservabilityLive` turns it on, below the server, so its
@@ -34,6 +52,7 @@ export const ServeOptionsConfig: Config.Config<ServeOptions> = Config.all({
  */
 export const serve = (options: ServeOptions) =>
   Effect.gen(function*() {
+    yield* metricsApartFrom(options.host, options.port)
     return yield* Layer.launch(
       HttpLive({
         host: options.host,

@@ -120,7 +120,7 @@ export const parseListenAddress = (text: string): Option.Option<{ hostname: stri
     : Option.some({ hostname: found[1] ?? found[2], port })
 }
 
-const MetricsAddress = Config.string("METRICS_ADDRESS").pipe(
+export const MetricsAddress = Config.string("METRICS_ADDRESS").pipe(
   Config.mapOrFail((text) =>
     Either.fromOption(
       parseListenAddress(text),
