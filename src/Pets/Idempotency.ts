@@ -10,7 +10,7 @@
  * Keys are scoped to the API key that sent them. Records live `IDEMPOTENCY_TTL` and are pruned by a background fiber,
  * in small batches, so pruning never holds a request up for long.
  */
-import { Clock, Config, Duration, Effect, Either, Schedule } from "effect"
+import { Clock, Config, Duration, Effect, Either } from "effect"
 import { parseDuration, variable } from "../Config.js"
 import {
   type IdempotencyKeyInUse,
@@ -19,6 +19,7 @@ import {
   idempotencyKeyReused
 } from "../Domain/Errors.js"
 import type { NewPet, Pet } from "../Domain/Pet.js"
+import { everyInterval, inBatches } from "../Pruning.js"
 import { type CreateOnceResult, PetsRepo } from "./Repo.js"
 
 /** `IDEMPOTENCY_TTL`: how long a create's answer is kept for its retries (a duration: `24h`, `90 minutes`). */
@@ -32,9 +33,6 @@ export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
 /** Seconds a 409 `idempotency_key_in_use` asks the client to wait before retrying (`Retry-After`). */
 export const RETRY_AFTER_IN_USE_SECONDS = 1
 
-/** How much one step of pruning looks at (`PetsRepo.releaseExpired`), and the pause between steps. */
-const PRUNE_BATCH = 500
-const PRUNE_PAUSE = Duration.millis(10)
 /**
  * How often expired records are looked for: every TTL, kept between once a second and once a minute. An expired
  * record already counts as absent, so pruning only gives its room back: a TTL of a few milliseconds does not make an
@@ -81,25 +79,13 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
     const ttl = yield* IdempotencyTtl
     const ttlMillis = Duration.toMillis(ttl)
 
-    /** Forgets expired records, a batch at a time, until none is left. */
-    const prune = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      let deleted = 0
-      for (;;) {
-        const step = yield* repo.releaseExpired(now, PRUNE_BATCH)
-        deleted += step.released
-        if (!step.more) break
-        yield* Effect.sleep(PRUNE_PAUSE)
-      }
-      if (deleted > 0) yield* Effect.logDebug("expired idempotency records pruned", { deleted })
-    }).pipe(Effect.withSpan("Idempotency.prune"))
+    /** Forgets expired records (their pets stay), a batch at a time, until none is left. */
+    const prune = Effect.flatMap(
+      Clock.currentTimeMillis,
+      (now) => inBatches((batch) => repo.releaseExpired(now, batch), "expired idempotency records")
+    ).pipe(Effect.withSpan("Idempotency.prune"))
 
-    yield* prune.pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("pruning expired idempotency records failed", cause)),
-      Effect.repeat(Schedule.spaced(pruneInterval(ttl))),
-      Effect.delay(pruneInterval(ttl)),
-      Effect.forkScoped
-    )
+    yield* everyInterval(prune, pruneInterval(ttl), "expired idempotency records")
 
     /**
      * Creates the pet once for this (scope, key): what the store found — the pet made now, the one that the create

@@ -6,6 +6,7 @@
 import type { SqlError } from "@effect/sql"
 import { Effect, Option, Ref } from "effect"
 import type { NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
+import type { PruneStep } from "../Pruning.js"
 import { statement, Statements } from "../Statements.js"
 
 export interface ListOptions {
@@ -37,12 +38,6 @@ export type CreateOnceResult =
   | { readonly _tag: "Recorded"; readonly pet: Pet }
   /** Another transaction holds the key (another request, on any replica), or held it when this one looked. */
   | { readonly _tag: "InUse" }
-
-/** What a step of pruning did: how many records it forgot, and whether expired records may be left. */
-export interface PruneStep {
-  readonly released: number
-  readonly more: boolean
-}
 
 const COLUMNS = `id, name, category_id AS "categoryId", status`
 const INSERT = statement<Pet, [name: string, categoryId: number, status: PetStatus]>(
