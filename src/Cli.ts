@@ -19,17 +19,17 @@ import {
 } from "effect"
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
-import { backup as backupDatabase } from "./Backup.js"
 import { CommandFailed } from "./CommandFailed.js"
 import { Host, parsePort, Port, ServersConfig } from "./Config.js"
+import { backup as backupDatabase } from "./Database/Backup.js"
+import { formatMillis, formatSize } from "./Database/DurableFile.js"
+import { restore as restoreDatabase } from "./Database/Restore.js"
+import * as Sql from "./Database/Sql.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
-import { formatMillis, formatSize } from "./DurableFile.js"
-import { askHealth, healthcheckUrl } from "./Healthcheck.js"
 import { type CommandPath, commandPathOf, helpText, UsageError } from "./Help.js"
-import { LoggingLive } from "./Logging.js"
-import { restore as restoreDatabase } from "./Restore.js"
+import { askHealth, healthcheckUrl } from "./Operations/Healthcheck.js"
+import { LoggingLive } from "./Operations/Logging.js"
 import { serve as serveHandler, VERSION } from "./Serve.js"
-import * as Sql from "./Sql.js"
 
 /** A line on stderr, without the colour Bun's console gives `console.error` on a terminal. */
 const note = (line: string) => Effect.sync(() => void process.stderr.write(`${line}\n`))

@@ -5,13 +5,13 @@
 import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { CorsOrigins, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
-import { RequestTimeoutConfig } from "./Deadlines.js"
-import { HttpLive } from "./Listener.js"
-import { LoggingLive } from "./Logging.js"
+import * as Sql from "./Database/Sql.js"
 import { MetricsAddress } from "./Observability/Config.js"
 import { ObservabilityLive } from "./Observability/Live.js"
+import { RequestTimeoutConfig } from "./Operations/Deadlines.js"
+import { HttpLive } from "./Operations/Listener.js"
+import { LoggingLive } from "./Operations/Logging.js"
 import { RateLimitPruningLive } from "./RateLimit/Pruning.js"
-import * as Sql from "./Sql.js"
 
 export const VERSION: string = pkg.version
 

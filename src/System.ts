@@ -9,7 +9,7 @@ import { createHash } from "node:crypto"
 import { brotliCompressSync, constants as zlib, gzipSync } from "node:zlib"
 import { documentedApi, openApiDocument, type Servers } from "./Api.js"
 import { errorBody } from "./Domain/Errors.js"
-import { Lifecycle } from "./Lifecycle.js"
+import { Lifecycle } from "./Operations/Lifecycle.js"
 import { UNAVAILABLE_HEADERS } from "./Unavailable.js"
 
 const unavailable = (message: string) =>

@@ -14,7 +14,7 @@ import {
   matchesHash,
   RECHECK_AFTER
 } from "../src/Auth/ApiKeys.js"
-import * as Sql from "../src/Sql.js"
+import * as Sql from "../src/Database/Sql.js"
 import { describeBackends } from "./support/backends.js"
 import { API_KEY_FORMAT } from "./support/keys.js"
 

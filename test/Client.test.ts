@@ -12,7 +12,7 @@ import { tmpdir } from "node:os"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { makeClient, nextQuery } from "../src/Client.js"
-import * as Sql from "../src/Sql.js"
+import * as Sql from "../src/Database/Sql.js"
 import { ORIGIN, testServerOn } from "./support/http.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))

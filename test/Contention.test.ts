@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
 import { Duration, Effect, Redacted } from "effect"
-import * as Sql from "../src/Sql.js"
+import * as Sql from "../src/Database/Sql.js"
 import { tempDatabaseFile } from "./support/files.js"
 import { authorized, testServerOn } from "./support/http.js"
 

@@ -10,9 +10,9 @@ import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-bun"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { migrations } from "../src/migrations/index.js"
+import { migrations } from "../src/Database/migrations/index.js"
+import * as Sql from "../src/Database/Sql.js"
 import { type CreateOnceRequest, PetsRepo } from "../src/Pets/Repo.js"
-import * as Sql from "../src/Sql.js"
 import { describeBackends } from "./support/backends.js"
 
 const request = (overrides: Partial<CreateOnceRequest> = {}): CreateOnceRequest => ({

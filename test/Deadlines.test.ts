@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect, Either } from "effect"
-import { idleTimeoutSeconds, RequestTimeoutConfig } from "../src/Deadlines.js"
+import { idleTimeoutSeconds, RequestTimeoutConfig } from "../src/Operations/Deadlines.js"
 
 const read = (env: Record<string, string>) =>
   Effect.either(Effect.withConfigProvider(RequestTimeoutConfig, ConfigProvider.fromMap(new Map(Object.entries(env)))))

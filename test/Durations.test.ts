@@ -5,9 +5,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { type Config, ConfigProvider, Duration, Effect, Either } from "effect"
 import { describeConfigError, parseDuration, ShutdownDelay, ShutdownTimeout } from "../src/Config.js"
-import { RequestTimeoutConfig } from "../src/Deadlines.js"
+import { PostgresTimeoutsConfig } from "../src/Database/Sql.js"
+import { RequestTimeoutConfig } from "../src/Operations/Deadlines.js"
 import { IdempotencyTtl } from "../src/Pets/Idempotency.js"
-import { PostgresTimeoutsConfig } from "../src/Sql.js"
 
 const read = <A>(config: Config.Config<A>, env: Record<string, string>) =>
   Effect.either(Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map(Object.entries(env)))))

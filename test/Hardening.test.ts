@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as Sql from "../src/Sql.js"
+import * as Sql from "../src/Database/Sql.js"
 import { makeTestServer, testServerOn } from "./support/http.js"
 
 const APP = "https://app.example.test"

@@ -3,7 +3,7 @@
  * lines come out whole and in order; past the bound, whole lines are dropped and a warning line counts them.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { jsonDroppedLine, makeLineWriter } from "../src/LineWriter.js"
+import { jsonDroppedLine, makeLineWriter } from "../src/Operations/LineWriter.js"
 
 /** A pipe that takes at most `chunk` bytes a write, refuses every other write with EAGAIN, and can be shut. */
 const slowPipe = (chunk: number) => {

@@ -5,9 +5,9 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted, Schema } from "effect"
+import * as Sql from "../src/Database/Sql.js"
 import { MAX_SAFE_ID, NewPet, PetId, type PetStatus } from "../src/Domain/Pet.js"
 import { type ListOptions, type Page, PetsRepo } from "../src/Pets/Repo.js"
-import * as Sql from "../src/Sql.js"
 import { describeBackends, postgres, TEST_DATABASE_URL } from "./support/backends.js"
 import { tempDatabaseFile } from "./support/files.js"
 

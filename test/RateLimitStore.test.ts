@@ -6,9 +6,9 @@ import { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
 import { expect, it } from "@effect/vitest"
 import { Duration, Effect, Either, Layer, TestClock } from "effect"
+import * as Sql from "../src/Database/Sql.js"
 import { makePostgresStore } from "../src/RateLimit/PostgresStore.js"
 import { PRUNE_INTERVAL, pruneRateLimits, RateLimitPruningLive } from "../src/RateLimit/Pruning.js"
-import * as Sql from "../src/Sql.js"
 import { describePostgres } from "./support/backends.js"
 
 const realSleep = (ms: number) => Effect.promise(() => new Promise((done) => setTimeout(done, ms)))

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
 import { Duration, Effect, Either, Fiber } from "effect"
-import { makeWriter } from "../src/SqliteWriter.js"
+import { makeWriter } from "../src/Database/SqliteWriter.js"
 import { tempDatabaseFile } from "./support/files.js"
 
 const TIMEOUT = Duration.millis(400)

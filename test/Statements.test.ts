@@ -6,8 +6,8 @@
 import { SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Either, Layer, Option } from "effect"
-import * as Sql from "../src/Sql.js"
-import { statement, Statements } from "../src/Statements.js"
+import * as Sql from "../src/Database/Sql.js"
+import { statement, Statements } from "../src/Database/Statements.js"
 import { describeBackends } from "./support/backends.js"
 
 const INSERT = statement<{ readonly id: number; readonly name: string }, [name: string, categoryId: number]>(

@@ -8,6 +8,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Context, Effect, Exit, Layer, Logger, Option, Redacted, Scope, Tracer } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
+import * as Sql from "../src/Database/Sql.js"
 import { ObservabilityConfig, type SamplerName } from "../src/Observability/Config.js"
 import { ObservabilityLive } from "../src/Observability/Live.js"
 import {
@@ -19,7 +20,6 @@ import {
   remoteParent
 } from "../src/Observability/Tracer.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
-import * as Sql from "../src/Sql.js"
 import { describePostgres, SQLite } from "./support/backends.js"
 import { authorized, testServerOn } from "./support/http.js"
 import { secretOf } from "./support/keys.js"

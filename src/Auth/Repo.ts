@@ -3,8 +3,8 @@
  * columns are TEXT NOT NULL, nullable for the last use and the revocation, so a row is an `ApiKeyRecord` as it comes).
  */
 import { Effect, Option } from "effect"
+import { statement, Statements } from "../Database/Statements.js"
 import type { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
-import { statement, Statements } from "../Statements.js"
 
 const INFO = `id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
 const INSERT = statement<never, [id: ApiKeyId, name: string, hash: string, createdAt: string]>(

@@ -10,7 +10,7 @@
  */
 import { Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel } from "effect"
 import { readdirSync } from "node:fs"
-import { drainingGauge } from "../Lifecycle.js"
+import { drainingGauge } from "../Operations/Lifecycle.js"
 
 /** The extra labels of every update here: none, one array for all. */
 const NO_TAGS: ReadonlyArray<MetricLabel.MetricLabel> = []

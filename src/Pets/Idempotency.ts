@@ -12,6 +12,7 @@
  */
 import { Clock, Config, Duration, Effect, Either } from "effect"
 import { parseDuration, variable } from "../Config.js"
+import { everyInterval, inBatches } from "../Database/Pruning.js"
 import {
   type IdempotencyKeyInUse,
   idempotencyKeyInUse,
@@ -19,7 +20,6 @@ import {
   idempotencyKeyReused
 } from "../Domain/Errors.js"
 import type { NewPet, Pet } from "../Domain/Pet.js"
-import { everyInterval, inBatches } from "../Pruning.js"
 import { type CreateOnceResult, PetsRepo } from "./Repo.js"
 
 /** `IDEMPOTENCY_TTL`: how long a create's answer is kept for its retries (a duration: `24h`, `90 minutes`). */

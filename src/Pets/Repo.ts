@@ -5,9 +5,9 @@
  */
 import type { SqlError } from "@effect/sql"
 import { Effect, Option, Ref } from "effect"
+import type { PruneStep } from "../Database/Pruning.js"
+import { statement, Statements } from "../Database/Statements.js"
 import type { NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
-import type { PruneStep } from "../Pruning.js"
-import { statement, Statements } from "../Statements.js"
 
 export interface ListOptions {
   readonly limit: number

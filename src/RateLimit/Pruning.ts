@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Layer } from "effect"
-import { everyInterval, inBatches } from "../Pruning.js"
+import { everyInterval, inBatches } from "../Database/Pruning.js"
 import { pruneExpiredWindows } from "./PostgresStore.js"
 
 /** How often ended windows are looked for. */

@@ -5,7 +5,7 @@
 import { type HttpApp, HttpApp as App, HttpMiddleware, type HttpRouter } from "@effect/platform"
 import { Context, Runtime, Tracer } from "effect"
 import { constTrue } from "effect/Function"
-import { RequestLogContext } from "../Logging.js"
+import { RequestLogContext } from "../Operations/Logging.js"
 import type { PipelineRequest } from "./RequestInput.js"
 import type { AppAnswer } from "./Server.js"
 

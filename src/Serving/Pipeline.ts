@@ -13,7 +13,7 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Exit, FiberId, FiberRef, Option, Runtime, Tracer } from "effect"
-import { RequestLogContext } from "../Logging.js"
+import { RequestLogContext } from "../Operations/Logging.js"
 import { CollectedHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer, type ResponseAnswer } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"

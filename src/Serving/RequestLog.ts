@@ -5,8 +5,8 @@
  * Effect logger, same line), otherwise through the configured logger.
  */
 import { Effect, FiberId, FiberRef, FiberRefs, HashSet, LogLevel, Runtime, type Tracer } from "effect"
-import { withRequestAnnotations } from "../Logging.js"
-import type { RequestLogWriter } from "../Logging.js"
+import { withRequestAnnotations } from "../Operations/Logging.js"
+import type { RequestLogWriter } from "../Operations/Logging.js"
 import { pathOf } from "./Url.js"
 
 export type RequestLogger = (

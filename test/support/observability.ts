@@ -3,10 +3,10 @@
  */
 import { ConfigProvider, Effect, Layer, Option, type Redacted } from "effect"
 import { ApiKeys } from "../../src/Auth/ApiKeys.js"
+import * as Sql from "../../src/Database/Sql.js"
 import { Observability } from "../../src/Observability/Hooks.js"
 import { ObservabilityLive } from "../../src/Observability/Live.js"
 import { PetsRepo } from "../../src/Pets/Repo.js"
-import * as Sql from "../../src/Sql.js"
 
 /** Runs with this environment as the configuration. */
 export const withEnvironment = (env: Record<string, string>) =>

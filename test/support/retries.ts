@@ -6,10 +6,10 @@
 import { SqlClient } from "@effect/sql"
 import { ConfigProvider, Context, Effect, Layer, Option, Redacted } from "effect"
 import { ApiKeys } from "../../src/Auth/ApiKeys.js"
+import * as Sql from "../../src/Database/Sql.js"
 import { RoutesLive, WebHandler, webHandlerFrom } from "../../src/Http.js"
-import { Lifecycle } from "../../src/Lifecycle.js"
+import { Lifecycle } from "../../src/Operations/Lifecycle.js"
 import { PetsRepo } from "../../src/Pets/Repo.js"
-import * as Sql from "../../src/Sql.js"
 import type { Backend } from "./backends.js"
 import { ORIGIN, servers } from "./http.js"
 

@@ -9,8 +9,8 @@
  * so that it never cuts a request in flight. The request pipeline keeps the deadline (`Serving/Pipeline.ts`).
  */
 import { Config, ConfigError, Duration, Either } from "effect"
-import { positiveDuration } from "./Config.js"
-import { PostgresTimeoutsConfig } from "./Sql.js"
+import { positiveDuration } from "../Config.js"
+import { PostgresTimeoutsConfig } from "../Database/Sql.js"
 
 /** The client's grace on PostgreSQL past the statement timeout (`query_timeout`, see `Sql.ts`). */
 const CLIENT_GRACE = Duration.seconds(1)

@@ -2,10 +2,10 @@
  * Bun's listener in front of the web handler, and its graceful drain.
  */
 import { Duration, Effect, Layer } from "effect"
+import { type AppOptions, WebHandler, WebHandlerLive } from "../Http.js"
+import type { Server } from "../Serving/Server.js"
 import { idleTimeoutSeconds } from "./Deadlines.js"
-import { type AppOptions, WebHandler, WebHandlerLive } from "./Http.js"
 import { Lifecycle } from "./Lifecycle.js"
-import type { Server } from "./Serving/Server.js"
 
 export interface ListenOptions {
   readonly host: string

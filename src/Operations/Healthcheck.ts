@@ -1,7 +1,7 @@
 /** `petstore healthcheck`: asks a server's `/healthz`, for container health checks. */
 import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
 import { Console, Effect } from "effect"
-import { CommandFailed } from "./CommandFailed.js"
+import { CommandFailed } from "../CommandFailed.js"
 
 /** Where a server listening on `host` is reached from this machine: a wildcard address is asked on loopback. */
 export const healthcheckUrl = (host: string, port: number): string => {

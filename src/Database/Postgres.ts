@@ -5,7 +5,7 @@
  */
 import { SqlError } from "@effect/sql"
 import { Duration, Effect, Option } from "effect"
-import { Observability, type PoolState } from "./Observability/Hooks.js"
+import { Observability, type PoolState } from "../Observability/Hooks.js"
 
 /**
  * The URL with the timeouts of every connection, unless the operator's URL sets them: `statement_timeout` (the server

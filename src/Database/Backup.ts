@@ -10,10 +10,10 @@ import { FileSystem } from "@effect/platform"
 import { Database } from "bun:sqlite"
 import { Clock, Effect, Either, Option, Redacted, Schema } from "effect"
 import { dirname, resolve } from "node:path"
-import { CommandFailed } from "./CommandFailed.js"
-import { currentUser, IN_MEMORY, sqliteFile } from "./DatabaseFile.js"
+import { CommandFailed } from "../CommandFailed.js"
 import { codeOf, createTemporary, reasonOf, renameIntoPlace, temporaryBeside } from "./DurableFile.js"
 import { describeDatabase, isPostgresUrl } from "./Sql.js"
+import { currentUser, IN_MEMORY, sqliteFile } from "./SqliteFile.js"
 
 /** `backup` or `restore` asked of a PostgreSQL database, which has tools of its own. Exit code 2. */
 export class NotForPostgres extends Schema.TaggedError<NotForPostgres>()("NotForPostgres", {

@@ -3,7 +3,7 @@
  * The server logs to stdout; the other commands log to stderr, so their stdout carries only their output.
  */
 import { Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option } from "effect"
-import { logFormat, LogLevelConfig } from "./Config.js"
+import { logFormat, LogLevelConfig } from "../Config.js"
 import { makeLineWriter } from "./LineWriter.js"
 
 /** At most this much log (in characters) waits for a slow reader of stdout; past it, whole lines are dropped. */

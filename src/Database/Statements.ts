@@ -11,7 +11,7 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
 import { Cause, Effect, Exit, Option, Runtime } from "effect"
-import { type Statement as Observed, type StatementHooks, statementHooks } from "./Observability/Hooks.js"
+import { type Statement as Observed, type StatementHooks, statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "./Sqlite.js"
 import { SqliteWriter, type Writer } from "./SqliteWriter.js"
 

@@ -7,11 +7,11 @@
 import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
 import { Config, type ConfigError, Duration, Effect, Either, Layer, Redacted, Schedule, Schema } from "effect"
-import { duration, positiveDuration } from "./Config.js"
-import { type DatabaseFileError, explainingOpenFailures, sqliteFile } from "./DatabaseFile.js"
+import { duration, positiveDuration } from "../Config.js"
 import { migrations } from "./migrations/index.js"
 import * as Postgres from "./Postgres.js"
 import * as Sqlite from "./Sqlite.js"
+import { type DatabaseFileError, explainingOpenFailures, sqliteFile } from "./SqliteFile.js"
 import * as SqliteWriter from "./SqliteWriter.js"
 
 /** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
