@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { jsonProblem } from "../src/JsonBody.js"
+import { jsonProblem } from "../src/Serving/JsonBody.js"
 import { expectErrorBody } from "./support/checks.js"
 import { makeTestServer, type Server } from "./support/http.js"
 

@@ -7,7 +7,7 @@
  * is refused unread, a body of unknown length once the limit is passed, never read further), and JSON that
  * `JsonBody.readJsonBody` accepts.
  */
-import { isJsonMediaType, readJsonBody } from "../JsonBody.js"
+import { isJsonMediaType, readJsonBody } from "./JsonBody.js"
 import * as Refusals from "./Refusals.js"
 import { targetStart } from "./Url.js"
 
