@@ -4,6 +4,8 @@
  * and exposes the headers a client reads. An origin that is not allowed gets answers without CORS headers (the
  * browser then withholds them from the page). Every answer says `Vary: Origin`, those to a request without an
  * `Origin` or from an origin not allowed too: a cache must not hand an answer made for one origin to another.
+ * (`HttpApiBuilder.middlewareCors` answers every `OPTIONS`, an unknown path's too, with one fixed list of methods, and
+ * leaves `Vary` off answers to an origin it does not allow: these rules are the route table's and the cache's.)
  */
 
 /** The response headers a browser client may read. */
