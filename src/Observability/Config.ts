@@ -115,5 +115,14 @@ export const MetricsAddress = Config.string("METRICS_ADDRESS").pipe(
   Config.option
 )
 
-export const ObservabilityConfig = Config.all({ otlp: OtlpConfig, metricsAddress: MetricsAddress })
+export const ObservabilityConfig = Config.all({ otlp: OtlpConfig, metricsAddress: MetricsAddress }).pipe(
+  Config.map(({ metricsAddress, otlp }) => ({
+    otlp,
+    metricsAddress,
+    /** Whether spans are made: an endpoint for them, and a sampler that can say yes. */
+    tracing: Option.isSome(otlp) && otlp.value.tracesUrl !== "" && otlp.value.sampling.sampler !== "always_off",
+    /** Whether metrics are counted: served on `METRICS_ADDRESS`, or exported over OTLP. */
+    metrics: Option.isSome(metricsAddress) || (Option.isSome(otlp) && otlp.value.metricsUrl !== "")
+  }))
+)
 export type ObservabilityOptions = Config.Config.Success<typeof ObservabilityConfig>

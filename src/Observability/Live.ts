@@ -16,11 +16,7 @@ export const ObservabilityLive = (version: string): Layer.Layer<never, ConfigErr
         "TRACING is no longer read: traces go to the OTLP endpoint of OTEL_EXPORTER_OTLP_ENDPOINT"
       )
     }
-    const otlp = Option.getOrUndefined(options.otlp)
-    // Spans are made with an endpoint for them and a sampler that can say yes; metrics are counted to be served or sent.
-    const tracing = otlp !== undefined && otlp.tracesUrl !== "" && otlp.sampling.sampler !== "always_off"
-    const metrics = Option.isSome(options.metricsAddress) || (otlp !== undefined && otlp.metricsUrl !== "")
-    if (!tracing && !metrics) return Layer.empty
+    if (!options.tracing && !options.metrics) return Layer.empty
     const Observe = yield* Effect.promise(() => import("./Observe.js"))
-    return yield* Observe.layer(options, tracing, metrics, version)
+    return yield* Observe.layer(options, version)
   }))

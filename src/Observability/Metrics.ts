@@ -41,7 +41,10 @@ const statementDuration = MetricKey.histogram(
 )
 const requestsInFlight = Metric.gauge("http_server_active_requests", { description: "HTTP requests being answered" })
 
-/** What records the durations of one method and route (`""`: none matched), by status. */
+/** Seconds from `started` (a `performance.now()`) to now. */
+const secondsSince = (started: number) => (performance.now() - started) / 1000
+
+/** What records the durations of requests of one method and route (`""`: none matched), by status. */
 export const requestRecorder = memo((method: string) =>
   memo((route: string) => {
     const byStatus = memo((status: number) =>
@@ -51,7 +54,7 @@ export const requestRecorder = memo((method: string) =>
         http_response_status_code: `${status}`
       })
     )
-    return (status: number, seconds: number) => byStatus(status).unsafeUpdate(seconds, NO_TAGS)
+    return (status: number, started: number) => byStatus(status).unsafeUpdate(secondsSince(started), NO_TAGS)
   })
 )
 export type RequestRecorder = ReturnType<ReturnType<typeof requestRecorder>>
@@ -64,8 +67,8 @@ const statementSeries = memo(
   new WeakMap()
 )
 
-export const recordStatement = (statement: Statement, seconds: number): void =>
-  statementSeries(statement).unsafeUpdate(seconds, NO_TAGS)
+export const recordStatement = (statement: Statement, started: number): void =>
+  statementSeries(statement).unsafeUpdate(secondsSince(started), NO_TAGS)
 
 const connections = MetricKey.gauge("db_client_connection_count", { description: "Connections of the pool, by state" })
 const idleConnections = series(connections, { db_client_connection_state: "idle" })

@@ -32,7 +32,7 @@ class Observation implements RequestObservation {
     this.ended = true
     if (this.record !== undefined) {
       Metrics.addInFlight(-1)
-      this.record(status, (performance.now() - this.started) / 1000)
+      this.record(status, this.started)
     }
     const span = this.parentSpan
     if (span === undefined || !span.sampled) return
@@ -71,60 +71,48 @@ export const makeHooks = (tracer: SamplingTracer | undefined, metrics: boolean):
     return new Observation(span, metrics ? Metrics.requestRecorder(method)(route ?? "") : undefined, started)
   }
 
-  /** Without tracing, or outside a sampled trace: the statement timed, in the one step `Effect.try` takes. */
-  const timedStatement: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
+  /** The statement timed, in the one step `Effect.try` takes. */
+  const timed: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
     Effect.try({
       try: () => {
         const started = performance.now()
         try {
           return run()
         } finally {
-          Metrics.recordStatement(statement, (performance.now() - started) / 1000)
+          Metrics.recordStatement(statement, started)
         }
       },
       catch: onError
     })
-  const untraced = metrics ? timedStatement : unobserved.runStatement
+  /** Without tracing, or outside a sampled trace. */
+  const untraced = metrics ? timed : unobserved.runStatement
 
   /** Inside a sampled trace, the statement is also a span `{operation} {table}`, a child of the fiber's span. */
-  const tracedStatement = (tracer: SamplingTracer): ObservabilityHooks["runStatement"] => (statement, run, onError) =>
+  const traced = (tracer: SamplingTracer): ObservabilityHooks["runStatement"] => (statement, run, onError) =>
     Effect.contextWithEffect((context: Context.Context<never>) => {
       const parent = Context.getOrElse(context, Tracer.ParentSpan, () => undefined)
       if (parent === undefined || !parent.sampled) return untraced(statement, run, onError)
-      const span = tracer.start(
-        `${statement.operation} ${statement.collection}`,
-        parent.traceId,
-        Option.some(parent),
-        "client"
-      )
+      const name = `${statement.operation} ${statement.collection}`
+      const span = tracer.start(name, parent.traceId, Option.some(parent), "client")
       span.attribute("db.system.name", statement.system)
       span.attribute("db.operation.name", statement.operation)
       span.attribute("db.collection.name", statement.collection)
       if (statement.text !== undefined) span.attribute("db.query.text", statement.text)
-      const started = performance.now()
-      let exit: Exit.Exit<ReturnType<typeof run>, ReturnType<typeof onError>>
-      try {
-        exit = Exit.succeed(run())
-      } catch (cause) {
-        exit = Exit.fail(onError(cause))
-      }
-      if (metrics) Metrics.recordStatement(statement, (performance.now() - started) / 1000)
-      span.end(clock.unsafeCurrentTimeNanos(), exit)
-      return exit
+      return Effect.onExit(
+        untraced(statement, run, onError),
+        (exit) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit))
+      )
     })
 
   return {
     observeRequest,
-    runStatement: tracer === undefined ? untraced : tracedStatement(tracer),
+    runStatement: tracer === undefined ? untraced : traced(tracer),
     // `@effect/sql` makes the statement's span itself: here, its duration.
     observeStatement: (statement, effect) =>
       metrics
         ? Effect.suspend(() => {
           const started = performance.now()
-          return Effect.ensuring(
-            effect,
-            Effect.sync(() => Metrics.recordStatement(statement, (performance.now() - started) / 1000))
-          )
+          return Effect.ensuring(effect, Effect.sync(() => Metrics.recordStatement(statement, started)))
         })
         : effect,
     observePool: (pool, max) =>
@@ -135,24 +123,22 @@ export const makeHooks = (tracer: SamplingTracer | undefined, metrics: boolean):
 }
 
 /**
- * The service and, as configured, the tracer with its trace ids in the log lines, the process figures, `/metrics` and
- * the OTLP metrics export. The OTLP modules load only with an OTLP endpoint.
+ * The service and, as configured, the tracer (its trace ids in the log lines), the process figures, `/metrics` and the
+ * OTLP metrics export; the OTLP modules load only with an OTLP endpoint.
  */
-export const layer = (options: ObservabilityOptions, tracing: boolean, metrics: boolean, version: string) =>
+export const layer = ({ metrics, metricsAddress, tracing, ...options }: ObservabilityOptions, version: string) =>
   Effect.gen(function*() {
     const otlp = Option.getOrUndefined(options.otlp)
-    const Otlp = otlp === undefined ? undefined : yield* Effect.promise(() => import("./Otlp.js"))
+    const Otlp = otlp && (yield* Effect.promise(() => import("./Otlp.js")))
     // The exporter lives in the scope of the layer made of this: its last flush is that layer's finalizer.
-    const tracer = tracing ? yield* Otlp!.makeOtlpTracer(otlp!, version) : undefined
+    const tracer = otlp && Otlp && tracing ? yield* Otlp.makeOtlpTracer(otlp, version) : undefined
     if (metrics) {
       yield* Effect.acquireRelease(Effect.sync(() => Metrics.startProcessMetrics(version)), (stop) => Effect.sync(stop))
     }
     return Layer.mergeAll(
       Layer.succeed(Observability, makeHooks(tracer, metrics)),
-      tracer === undefined
-        ? Layer.empty
-        : Layer.mergeAll(Layer.setTracer(tracer), Layer.setTracerEnabled(true), TraceIdsInLogsLive),
-      Option.isSome(options.metricsAddress) ? MetricsServerLive(options.metricsAddress.value) : Layer.empty,
-      Otlp !== undefined && otlp!.metricsUrl !== "" ? Otlp.OtlpMetricsLive(otlp!, version) : Layer.empty
+      tracer ? Layer.mergeAll(Layer.setTracer(tracer), Layer.setTracerEnabled(true), TraceIdsInLogsLive) : Layer.empty,
+      Option.isSome(metricsAddress) ? MetricsServerLive(metricsAddress.value) : Layer.empty,
+      otlp && Otlp && otlp.metricsUrl !== "" ? Otlp.OtlpMetricsLive(otlp, version) : Layer.empty
     )
   })
