@@ -9,13 +9,14 @@ const ROOT_SAMPLERS = ["always_on", "always_off", "traceidratio"] as const
 const SAMPLERS = [...ROOT_SAMPLERS, ...ROOT_SAMPLERS.map((name) => `parentbased_${name}` as const)]
 export type SamplerName = typeof SAMPLERS[number]
 
+/** `""` when unset. */
 const absoluteHttpUrl = (name: string) =>
   Config.string(name).pipe(
     Config.validate({
       message: "Expected an absolute http(s) URL such as http://collector:4318",
       validation: (value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol)
     }),
-    Config.option
+    Config.withDefault("")
   )
 
 /** A `key=value,…` list (W3C Baggage's form), values percent-decoded: `OTEL_EXPORTER_OTLP_HEADERS`, `…_ATTRIBUTES`. */
@@ -61,11 +62,8 @@ const SamplingConfig = Config.all({
 export type Sampling = Config.Config.Success<typeof SamplingConfig>
 
 /** `OTEL_EXPORTER_OTLP_ENDPOINT` is a base: the signal's path is appended to it (specification, "Endpoint URLs"). */
-const signalUrl = (base: Option.Option<string>, given: Option.Option<string>, signal: "traces" | "metrics") =>
-  Option.getOrElse(
-    Option.orElse(given, () => Option.map(base, (url) => `${url.replace(/\/+$/, "")}/v1/${signal}`)),
-    () => "" // none: the signal is not sent
-  )
+const signalUrl = (base: string, given: string, signal: "traces" | "metrics") =>
+  given !== "" || base === "" ? given : `${base.replace(/\/+$/, "")}/v1/${signal}`
 
 /** `Some` when an OTLP endpoint is configured and the SDK is not disabled. */
 const OtlpConfig = Config.all({
@@ -88,6 +86,7 @@ const OtlpConfig = Config.all({
 }).pipe(Config.map(({ disabled, endpoint, maxQueueSize, metricsEndpoint, tracesEndpoint, ...c }) => {
   const tracesUrl = signalUrl(endpoint, tracesEndpoint, "traces")
   const metricsUrl = signalUrl(endpoint, metricsEndpoint, "metrics")
+  // `""`: that signal is not sent.
   if (disabled || (tracesUrl === "" && metricsUrl === "")) return Option.none()
   return Option.some({
     ...c,

@@ -18,13 +18,14 @@ const series = <Type extends MetricKeyType.MetricKeyType.Untyped>(
   Metric.fromMetricKey(MetricKey.taggedWithLabels(key, Object.entries(labels).map(([k, v]) => MetricLabel.make(k, v))))
 
 /** `make(key)`, made once for each key. */
-export const memo =
-  <K, V>(make: (key: K) => V, made: { get(key: K): V | undefined; set(key: K, value: V): unknown } = new Map()) =>
-  (key: K): V => {
+export const memo = <K, V>(make: (key: K) => V) => {
+  const made = new Map<K, V>()
+  return (key: K): V => {
     let value = made.get(key)
     if (value === undefined) made.set(key, value = make(key))
     return value
   }
+}
 
 /** Buckets from 1 ms to 10 s for requests (the semantic conventions', with two finer ones below 5 ms), 0.1 ms to 5 s. */
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
@@ -61,10 +62,9 @@ export type RequestRecorder = ReturnType<ReturnType<typeof requestRecorder>>
 
 export const addInFlight = (delta: number): void => requestsInFlight.unsafeModify(delta, NO_TAGS)
 
-const statementSeries = memo(
-  ({ collection, operation, system }: Statement) =>
-    series(statementDuration, { db_system_name: system, db_operation_name: operation, db_collection_name: collection }),
-  new WeakMap()
+/** By the statement's description, which the repositories make once per statement. */
+const statementSeries = memo(({ collection, operation, system }: Statement) =>
+  series(statementDuration, { db_system_name: system, db_operation_name: operation, db_collection_name: collection })
 )
 
 export const recordStatement = (statement: Statement, started: number): void =>

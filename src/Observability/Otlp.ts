@@ -14,41 +14,46 @@ import * as OtlpTracesProtobuf from "./OtlpTracesProtobuf.js"
 import { makeSampler, makeSamplingTracer } from "./Tracer.js"
 
 /**
- * The fetch client, each export bounded by `OTEL_EXPORTER_OTLP_TIMEOUT`; one warning when the collector stops taking
- * what is sent (the library then drops it), one line when it takes it again. The reason is the error's message alone,
- * never the request, whose headers may carry credentials.
+ * The serialization `OTEL_EXPORTER_OTLP_PROTOCOL` names, and the fetch client, each export bounded by
+ * `OTEL_EXPORTER_OTLP_TIMEOUT`, with one warning when the collector stops taking what is sent (the library then drops
+ * it) and one line when it takes it again. The reason is the error's message alone, never the request, whose headers
+ * may carry credentials.
  */
-const exportClient = (timeout: Duration.Duration) =>
-  Layer.effect(
-    HttpClient.HttpClient,
-    Effect.map(HttpClient.HttpClient, (client) => {
-      let failing = false
-      const failed = (url: string, reason: string) => {
-        if (failing) return Effect.void
-        failing = true
-        return Effect.logWarning("OTLP export failed: what is sent is dropped until the collector answers").pipe(
-          Effect.annotateLogs({ url, reason })
-        )
-      }
-      return HttpClient.transform(client, (effect, request) =>
-        effect.pipe(
-          Effect.timeoutFail({
-            duration: timeout,
-            onTimeout: () => new HttpClientError.RequestError({ request, reason: "Transport", description: "timeout" })
-          }),
-          Effect.tapErrorCause((cause) => {
-            const error = Cause.squash(cause)
-            return failed(request.url, error instanceof Error ? `${error.name}: ${error.message}` : String(error))
-          }),
-          Effect.tap((response) => {
-            if (response.status >= 300) return failed(request.url, `status ${response.status}`)
-            if (!failing) return Effect.void
-            failing = false
-            return Effect.logInfo("OTLP export: the collector takes data again")
-          })
-        ))
-    })
-  ).pipe(Layer.provide(FetchHttpClient.layer))
+const transport = (options: OtlpOptions) =>
+  Layer.mergeAll(
+    options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpTracesProtobuf.layerProtobuf,
+    Layer.effect(
+      HttpClient.HttpClient,
+      Effect.map(HttpClient.HttpClient, (client) => {
+        let failing = false
+        const failed = (url: string, reason: string) => {
+          if (failing) return Effect.void
+          failing = true
+          return Effect.logWarning("OTLP export failed: what is sent is dropped until the collector answers").pipe(
+            Effect.annotateLogs({ url, reason })
+          )
+        }
+        return HttpClient.transform(client, (effect, request) =>
+          effect.pipe(
+            Effect.timeoutFail({
+              duration: Duration.millis(options.timeoutMillis),
+              onTimeout: () =>
+                new HttpClientError.RequestError({ request, reason: "Transport", description: "timeout" })
+            }),
+            Effect.tapErrorCause((cause) => {
+              const error = Cause.squash(cause)
+              return failed(request.url, error instanceof Error ? `${error.name}: ${error.message}` : String(error))
+            }),
+            Effect.tap((response) => {
+              if (response.status >= 300) return failed(request.url, `status ${response.status}`)
+              if (!failing) return Effect.void
+              failing = false
+              return Effect.logInfo("OTLP export: the collector takes data again")
+            })
+          ))
+      })
+    ).pipe(Layer.provide(FetchHttpClient.layer))
+  )
 
 /** What both exporters take. */
 const exporter = (options: OtlpOptions, version: string) => ({
@@ -56,12 +61,6 @@ const exporter = (options: OtlpOptions, version: string) => ({
   headers: Redacted.value(options.headers),
   shutdownTimeout: Duration.millis(options.timeoutMillis)
 })
-
-const transport = (options: OtlpOptions) =>
-  Layer.mergeAll(
-    exportClient(Duration.millis(options.timeoutMillis)),
-    options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpTracesProtobuf.layerProtobuf
-  )
 
 /** The sampling tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes. */
 export const makeOtlpTracer = (options: OtlpOptions, version: string) =>
