@@ -1,48 +1,40 @@
 /**
- * Observability's configuration, read from the environment by the variables of the OpenTelemetry specification
- * (`OTEL_*`, "General SDK configuration" and "OTLP exporter configuration") and `METRICS_ADDRESS`. Nothing here loads an
- * exporter: `Live.ts` does, and only when something is configured. A bad value stops start-up naming the variable.
+ * Observability's configuration: the OpenTelemetry specification's variables (`OTEL_*`, "General SDK configuration"
+ * and "OTLP exporter configuration") and `METRICS_ADDRESS`. A bad value stops start-up naming the variable.
  */
 import { Config, ConfigError, Either, Option, Redacted } from "effect"
 
-/** The samplers of `OTEL_TRACES_SAMPLER`: the specification's built-in ones. */
-const SAMPLERS = [
-  "always_on",
-  "always_off",
-  "traceidratio",
-  "parentbased_always_on",
-  "parentbased_always_off",
-  "parentbased_traceidratio"
-] as const
+/** The specification's built-in samplers: each of these, alone or after `parentbased_`. */
+const ROOT_SAMPLERS = ["always_on", "always_off", "traceidratio"] as const
+const SAMPLERS = [...ROOT_SAMPLERS, ...ROOT_SAMPLERS.map((name) => `parentbased_${name}` as const)]
 export type SamplerName = typeof SAMPLERS[number]
 
+/** `""` when unset. */
 const absoluteHttpUrl = (name: string) =>
   Config.string(name).pipe(
     Config.validate({
       message: "Expected an absolute http(s) URL such as http://collector:4318",
       validation: (value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol)
     }),
-    Config.option
+    Config.withDefault("")
   )
 
 /** A `key=value,…` list (W3C Baggage's form), values percent-decoded: `OTEL_EXPORTER_OTLP_HEADERS`, `…_ATTRIBUTES`. */
 const keyValueList = (name: string) =>
   Config.string(name).pipe(
     Config.mapOrFail((text) => {
-      const out: Record<string, string> = {}
-      for (const entry of text.split(",").filter((entry) => entry.trim() !== "")) {
+      const pairs: Record<string, string> = {}
+      for (const entry of text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")) {
         const at = entry.indexOf("=")
-        const key = at === -1 ? "" : entry.slice(0, at).trim()
+        const key = entry.slice(0, Math.max(at, 0)).trim()
         const value = Either.try(() => decodeURIComponent(entry.slice(at + 1).trim()))
         if (key === "" || Either.isLeft(value)) {
-          const problem = key === ""
-            ? `"${entry.trim()}" is not key=value`
-            : `the value of ${key} is not percent-encoded`
+          const problem = key === "" ? `"${entry}" is not key=value` : `the value of ${key} is not percent-encoded`
           return Either.left(ConfigError.InvalidData([], `Expected key=value pairs separated by commas: ${problem}`))
         }
-        out[key] = value.right
+        pairs[key] = value.right
       }
-      return Either.right(out)
+      return Either.right(pairs)
     }),
     Config.withDefault({} as Record<string, string>)
   )
@@ -59,10 +51,8 @@ const wholeNumber = (name: string, least: 0 | 1, fallback: number) =>
     Config.withDefault(fallback)
   )
 
-export const SamplingConfig = Config.all({
-  sampler: Config.literal(...SAMPLERS)("OTEL_TRACES_SAMPLER").pipe(
-    Config.withDefault("parentbased_always_on" as const)
-  ),
+const SamplingConfig = Config.all({
+  sampler: Config.literal(...SAMPLERS)("OTEL_TRACES_SAMPLER").pipe(Config.withDefault("parentbased_always_on")),
   /** The ratio of the `traceidratio` samplers. */
   ratio: Config.number("OTEL_TRACES_SAMPLER_ARG").pipe(
     Config.validate({ message: "Expected a ratio from 0 to 1, such as 0.1", validation: (n) => n >= 0 && n <= 1 }),
@@ -72,16 +62,17 @@ export const SamplingConfig = Config.all({
 export type Sampling = Config.Config.Success<typeof SamplingConfig>
 
 /** `OTEL_EXPORTER_OTLP_ENDPOINT` is a base: the signal's path is appended to it (specification, "Endpoint URLs"). */
-const signalUrl = (base: Option.Option<string>, given: Option.Option<string>, signal: "traces" | "metrics") =>
-  Option.orElse(given, () => Option.map(base, (url) => `${url.replace(/\/+$/, "")}/v1/${signal}`))
+const signalUrl = (base: string, given: string, signal: "traces" | "metrics") =>
+  given !== "" || base === "" ? given : `${base.replace(/\/+$/, "")}/v1/${signal}`
 
+/** `Some` when an OTLP endpoint is configured and the SDK is not disabled. */
 const OtlpConfig = Config.all({
   disabled: Config.boolean("OTEL_SDK_DISABLED").pipe(Config.withDefault(false)),
   endpoint: absoluteHttpUrl("OTEL_EXPORTER_OTLP_ENDPOINT"),
   tracesEndpoint: absoluteHttpUrl("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
   metricsEndpoint: absoluteHttpUrl("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
   protocol: Config.literal("http/protobuf", "http/json")("OTEL_EXPORTER_OTLP_PROTOCOL").pipe(
-    Config.withDefault("http/protobuf" as const)
+    Config.withDefault("http/protobuf")
   ),
   headers: keyValueList("OTEL_EXPORTER_OTLP_HEADERS"),
   timeoutMillis: wholeNumber("OTEL_EXPORTER_OTLP_TIMEOUT", 0, 10_000),
@@ -95,15 +86,15 @@ const OtlpConfig = Config.all({
 }).pipe(Config.map(({ disabled, endpoint, maxQueueSize, metricsEndpoint, tracesEndpoint, ...c }) => {
   const tracesUrl = signalUrl(endpoint, tracesEndpoint, "traces")
   const metricsUrl = signalUrl(endpoint, metricsEndpoint, "metrics")
-  if (disabled || (Option.isNone(tracesUrl) && Option.isNone(metricsUrl))) return Option.none()
+  // `""`: that signal is not sent.
+  if (disabled || (tracesUrl === "" && metricsUrl === "")) return Option.none()
   return Option.some({
     ...c,
-    // With one signal's endpoint alone, the other is sent nowhere: the empty URL says so.
-    tracesUrl: Option.getOrElse(tracesUrl, () => ""),
-    metricsUrl: Option.getOrElse(metricsUrl, () => ""),
+    tracesUrl,
+    metricsUrl,
     /** May carry credentials: never logged. */
     headers: Redacted.make(c.headers),
-    // The specification: OTEL_SERVICE_NAME wins over a service.name in OTEL_RESOURCE_ATTRIBUTES.
+    // OTEL_SERVICE_NAME wins over a service.name in OTEL_RESOURCE_ATTRIBUTES (the specification).
     serviceName: Option.getOrElse(c.serviceName, () => c.resourceAttributes["service.name"] ?? "petstore"),
     // The exporter sends a batch as soon as it holds this many spans: no more wait for their export.
     maxExportBatchSize: Math.min(c.maxExportBatchSize, maxQueueSize)
@@ -111,33 +102,26 @@ const OtlpConfig = Config.all({
 }))
 export type OtlpOptions = Option.Option.Value<Config.Config.Success<typeof OtlpConfig>>
 
-/** `host:port` (`[::1]:9464` for IPv6). */
-export const parseListenAddress = (text: string): Option.Option<{ hostname: string; port: number }> => {
-  const found = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text.trim())
-  const port = Number(found?.[3])
-  return found === null || port < 1 || port > 65535
-    ? Option.none()
-    : Option.some({ hostname: found[1] ?? found[2], port })
-}
-
+/** `host:port` (`[::1]:9464` for IPv6): where `GET /metrics` is served. */
 export const MetricsAddress = Config.string("METRICS_ADDRESS").pipe(
-  Config.mapOrFail((text) =>
-    Either.fromOption(
-      parseListenAddress(text),
-      () => ConfigError.InvalidData([], "Expected host:port, such as 127.0.0.1:9464 or [::1]:9464")
-    )
-  ),
+  Config.mapOrFail((text) => {
+    const found = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text.trim())
+    const port = Number(found?.[3])
+    return found === null || port < 1 || port > 65535
+      ? Either.left(ConfigError.InvalidData([], "Expected host:port, such as 127.0.0.1:9464 or [::1]:9464"))
+      : Either.right({ hostname: found[1] ?? found[2], port })
+  }),
   Config.option
 )
 
-/** `otlp`: `Some` when an OTLP endpoint is configured; `metricsAddress`: where `GET /metrics` is served. */
-export const ObservabilityConfig = Config.all({ otlp: OtlpConfig, metricsAddress: MetricsAddress })
+export const ObservabilityConfig = Config.all({ otlp: OtlpConfig, metricsAddress: MetricsAddress }).pipe(
+  Config.map(({ metricsAddress, otlp }) => ({
+    otlp,
+    metricsAddress,
+    /** Whether spans are made: an endpoint for them, and a sampler that can say yes. */
+    tracing: Option.isSome(otlp) && otlp.value.tracesUrl !== "" && otlp.value.sampling.sampler !== "always_off",
+    /** Whether metrics are counted: served on `METRICS_ADDRESS`, or exported over OTLP. */
+    metrics: Option.isSome(metricsAddress) || (Option.isSome(otlp) && otlp.value.metricsUrl !== "")
+  }))
+)
 export type ObservabilityOptions = Config.Config.Success<typeof ObservabilityConfig>
-
-/** Whether spans are made at all: an endpoint for them and a sampler that can say yes. */
-export const tracesEnabled = ({ otlp }: ObservabilityOptions): boolean =>
-  Option.isSome(otlp) && otlp.value.tracesUrl !== "" && otlp.value.sampling.sampler !== "always_off"
-
-/** Whether metrics are counted: served on `METRICS_ADDRESS`, or exported over OTLP. */
-export const metricsEnabled = ({ metricsAddress, otlp }: ObservabilityOptions): boolean =>
-  Option.isSome(metricsAddress) || (Option.isSome(otlp) && otlp.value.metricsUrl !== "")

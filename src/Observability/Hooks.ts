@@ -1,42 +1,36 @@
 /**
- * Where the rest of the service calls into observability: one service, present only when something is configured
- * (`OTEL_*` endpoint, `METRICS_ADDRESS`); absent, a caller does nothing at all. It loads nothing of the exporters.
+ * Where the rest of the service calls into observability: the `Observability` service, provided only when something is
+ * configured (an OTLP endpoint, `METRICS_ADDRESS`); without it a caller does nothing. It loads none of the exporters.
  */
-import { Context, Effect, type Scope, type Tracer } from "effect"
+import { Context, Effect, Option, type Scope, type Tracer } from "effect"
 
-/** What the serving pipeline knows of a request when it starts. */
+/** What the server knows of a request when it starts. */
 export interface RequestStart {
   readonly method: string
-  /** The matched route's template (`/v1/pets/{petId}`, or the router's `/v1/pets/:petId`); `undefined`: no route. */
+  /** The matched route (`/v1/pets/{petId}`, or the router's `/v1/pets/:petId`); `undefined`: none matched. */
   readonly route: string | undefined
-  /** The path alone, without the query string. */
+  /** The path, without the query string. */
   readonly path: string
-  /** The request's headers (for `traceparent`). */
   readonly headers: { readonly get: (name: string) => string | null }
 }
 
-/** One request being observed: started by `observeRequest`, ended once by `end`. */
 export interface RequestObservation {
   /**
-   * The request's server span: the pipeline runs the request's fiber under it (`Effect.withParentSpan`), so that the
-   * spans made while serving it are its children and its log lines carry its ids. `undefined` when tracing is off; a
-   * span that records nothing (`sampled: false`) when the request is not sampled, so its children are not either.
+   * The request's server span, to run the request under (`Effect.withParentSpan`) so that its spans are children and
+   * its log lines carry its ids: `undefined` without tracing, a span that records nothing when not sampled.
    */
   readonly parentSpan: Tracer.Span | undefined
-  /**
-   * The answer went out: its status, the id of the API key that authenticated (never the key), and for a 5xx what
-   * failed (`error.type`, e.g. the error's tag; the status otherwise). Ends the span, counts the request.
-   */
+  /** The answer went out: its status, the authenticated key's id, for a 5xx what failed (`error.type`). Once. */
   readonly end: (status: number, keyId: string | undefined, errorType?: string) => void
 }
 
-/** A database statement, as the metric's labels and the span's name and attributes say it. */
+/** A database statement as its span and its metric name it. */
 export interface Statement {
   readonly system: "sqlite" | "postgresql"
   /** `SELECT`, `INSERT`, `UPDATE`, `DELETE`, on the table `collection`. */
   readonly operation: string
   readonly collection: string
-  /** The statement's text, with placeholders (never values), for the span (SQLite; `@effect/sql` adds its own). */
+  /** The text, with placeholders (never values), for the span (SQLite's; `@effect/sql` makes its own spans). */
   readonly text?: string | undefined
 }
 
@@ -48,22 +42,17 @@ export interface PoolState {
 }
 
 export interface ObservabilityHooks {
-  /** Starts observing a request: the pipeline calls it once per request, before anything else of the request runs. */
+  /** Called once per request, before anything else of it runs. */
   readonly observeRequest: (request: RequestStart) => RequestObservation
-  /**
-   * Times a statement run by `@effect/sql` (`db_client_operation_duration_seconds`); `@effect/sql` makes its span.
-   */
+  /** Times a statement `@effect/sql` runs (it makes the span). */
   readonly observeStatement: <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /**
-   * Runs a statement on a synchronous driver (`bun:sqlite`'s prepared statements), as `Effect.try` does, timing it
-   * and, inside a sampled request, making its child span, in one step.
-   */
+  /** Runs a statement of a synchronous driver (`bun:sqlite`) as `Effect.try` does, timed, spanned in a sampled trace. */
   readonly runStatement: <A, E>(
     statement: Statement,
     run: () => A,
     onError: (cause: unknown) => E
   ) => Effect.Effect<A, E>
-  /** Reports a connection pool's state (`db_client_connection_*`) for the life of the scope. */
+  /** Reports a connection pool's state for the life of the scope. */
   readonly observePool: (pool: PoolState, max: number) => Effect.Effect<void, never, Scope.Scope>
 }
 
@@ -77,11 +66,8 @@ export const unobserved: StatementHooks = {
   runStatement: (_statement, run, onError) => Effect.try({ try: run, catch: onError })
 }
 
-/**
- * The statement hooks for a repository: the service's, or the statement alone when observability is off. The
- * repositories take them once when they are built and run each statement through them.
- */
+/** The statement hooks a repository takes when it is built: the service's, or `unobserved`. */
 export const statementHooks: Effect.Effect<StatementHooks> = Effect.map(
   Effect.serviceOption(Observability),
-  (hooks) => hooks._tag === "Some" ? hooks.value : unobserved
+  Option.getOrElse(() => unobserved)
 )

@@ -1,9 +1,8 @@
 /**
- * `OtlpSerialization` for `http/protobuf` with a faster traces encoder: the library's `OtlpTracer` hands it the
- * `TracesData` it builds (the OTLP/JSON shape) and it writes the canonical protobuf bytes the library's encoder writes
- * (a test compares them) into one growing buffer, where the library's makes an array for every field and copies it
- * into its parent at every level. Metrics and logs stay the library's. Kept because it pays more than 10 % of the
- * main thread's CPU per request with tracing at 10 % on list 20 and get one (`npm run bench:cpu`).
+ * `OtlpSerialization` for `http/protobuf` with a faster traces encoder: it writes the bytes the library's encoder writes
+ * (a test compares them) for the `TracesData` the library's `OtlpTracer` builds, into one growing buffer, where the
+ * library's makes an array for every field and copies it into its parent. Metrics and logs stay the library's. Kept
+ * because it pays more than 10 % of a traced get one's main-thread CPU (`npm run bench:cpu`).
  */
 import type { AnyValue, KeyValue, Resource } from "@effect/opentelemetry/OtlpResource"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
@@ -39,20 +38,13 @@ class Output {
     this.varint((field << 3) | wireType)
   }
 
-  string(field: number, text: string): void {
-    const length = Buffer.byteLength(text)
+  /** A string, or an id written in hexadecimal as its bytes. */
+  string(field: number, text: string, encoding: "utf8" | "hex" = "utf8"): void {
+    const length = Buffer.byteLength(text, encoding)
     this.tag(field, 2)
     this.varint(length)
     this.room(length)
-    this.at += this.buffer.write(text, this.at)
-  }
-
-  /** An id written in hexadecimal, as its bytes. */
-  hex(field: number, id: string): void {
-    this.tag(field, 2)
-    this.varint(id.length / 2)
-    this.room(id.length / 2)
-    this.at += this.buffer.write(id, this.at, "hex")
+    this.at += this.buffer.write(text, this.at, encoding)
   }
 
   /** A `fixed64` given in decimal (nanoseconds since the epoch). */
@@ -146,9 +138,9 @@ export interface TracesData {
 }
 
 const span = (out: Output, span: Span): void => {
-  out.hex(1, span.traceId)
-  out.hex(2, span.spanId)
-  if (span.parentSpanId !== undefined) out.hex(4, span.parentSpanId)
+  out.string(1, span.traceId, "hex")
+  out.string(2, span.spanId, "hex")
+  if (span.parentSpanId !== undefined) out.string(4, span.parentSpanId, "hex")
   out.string(5, span.name)
   out.uint(6, span.kind, true)
   out.fixed64(7, span.startTimeUnixNano)
@@ -165,8 +157,8 @@ const span = (out: Output, span: Span): void => {
   out.uint(12, span.droppedEventsCount)
   for (const link of span.links) {
     out.message(13, () => {
-      out.hex(1, link.traceId)
-      out.hex(2, link.spanId)
+      out.string(1, link.traceId, "hex")
+      out.string(2, link.spanId, "hex")
       keyValues(out, 4, link.attributes)
     })
   }
