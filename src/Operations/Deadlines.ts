@@ -12,17 +12,10 @@ import { Config, ConfigError, Duration, Either } from "effect"
 import { positiveDuration } from "../Config.js"
 import { PostgresTimeoutsConfig } from "../Database/Sql.js"
 
-/** The client's grace on PostgreSQL past the statement timeout (`query_timeout`, see `Sql.ts`). */
-const CLIENT_GRACE = Duration.seconds(1)
-
 /** Bun's idle timeout counts whole seconds, up to 255; it is set this much past the request deadline. */
 const IDLE_MARGIN_SECONDS = 5
 const MAX_IDLE_SECONDS = 255
 const MAX_REQUEST_TIMEOUT = Duration.seconds(MAX_IDLE_SECONDS - IDLE_MARGIN_SECONDS)
-
-/** The longest one database operation can take before the database (or its client) gives up. */
-export const databaseBound = (timeouts: { readonly connect: Duration.Duration; readonly query: Duration.Duration }) =>
-  Duration.sum(Duration.sum(timeouts.connect, timeouts.query), CLIENT_GRACE)
 
 /** How long a request may take unless `REQUEST_TIMEOUT` says otherwise. */
 export const DEFAULT_REQUEST_TIMEOUT = Duration.seconds(15)
@@ -31,26 +24,20 @@ export const DEFAULT_REQUEST_TIMEOUT = Duration.seconds(15)
 export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all({
   request: positiveDuration("REQUEST_TIMEOUT").pipe(Config.withDefault(DEFAULT_REQUEST_TIMEOUT)),
   database: PostgresTimeoutsConfig
-}).pipe(
-  Config.mapOrFail(({ database, request }) => {
-    const bound = databaseBound(database)
-    if (!Duration.greaterThan(request, bound)) {
-      return Either.left(ConfigError.InvalidData(
-        ["REQUEST_TIMEOUT"],
-        `REQUEST_TIMEOUT must be longer than DB_CONNECT_TIMEOUT + DB_QUERY_TIMEOUT + 1 second (${
-          Duration.format(bound)
-        }), so that the database gives up before the request does (got ${Duration.format(request)})`
-      ))
-    }
-    if (Duration.greaterThan(request, MAX_REQUEST_TIMEOUT)) {
-      return Either.left(ConfigError.InvalidData(
-        ["REQUEST_TIMEOUT"],
-        `REQUEST_TIMEOUT must be at most ${Duration.format(MAX_REQUEST_TIMEOUT)} (got ${Duration.format(request)})`
-      ))
-    }
-    return Either.right(request)
-  })
-)
+}).pipe(Config.mapOrFail(({ database, request }) => {
+  const bound = Duration.sum(Duration.sum(database.connect, database.query), Duration.seconds(1))
+  const must = !Duration.greaterThan(request, bound)
+    ? `must be longer than DB_CONNECT_TIMEOUT + DB_QUERY_TIMEOUT + 1 second (${Duration.format(bound)}), ` +
+      `so that the database gives up before the request does`
+    : Duration.greaterThan(request, MAX_REQUEST_TIMEOUT)
+    ? `must be at most ${Duration.format(MAX_REQUEST_TIMEOUT)}`
+    : undefined
+  return must === undefined
+    ? Either.right(request)
+    : Either.left(
+      ConfigError.InvalidData(["REQUEST_TIMEOUT"], `REQUEST_TIMEOUT ${must} (got ${Duration.format(request)})`)
+    )
+}))
 
 /** Bun's `idleTimeout` (seconds) for a request deadline: past the deadline, so that a request is answered first. */
 export const idleTimeoutSeconds = (requestTimeout: Duration.Duration): number =>
