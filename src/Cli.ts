@@ -39,11 +39,10 @@ const invalid = (rule: string, text: string) => HelpDoc.p(`${rule} (got ${JSON.s
 
 /** An argument decoded by `schema`; a refusal is the schema's own rule (`ID: a key id is 12 hexadecimal digits`). */
 const decodedBy = <A>(schema: Schema.Schema<A, string>, what: string) => (text: string) =>
-  Effect.mapError(
-    Schema.decode(schema)(text),
-    (error) =>
-      invalid(`${what}: ${ParseResult.ArrayFormatter.formatErrorSync(error)[0]?.message ?? error.message}`, text)
-  )
+  Effect.mapError(Schema.decode(schema)(text), (error) => {
+    const rule = ParseResult.ArrayFormatter.formatErrorSync(error)[0]?.message ?? error.message
+    return invalid(`${what}: ${rule}`, text)
+  })
 
 /**
  * The flags that override a setting. The setting itself is read from the environment only when the command runs and
@@ -154,10 +153,7 @@ const restore = Command.make(
   { file: Args.text({ name: "FILE" }), database },
   (options) =>
     Effect.gen(function*() {
-      const restored = yield* restoreDatabase({
-        ...options,
-        database: yield* fromFlagOr(options.database, Sql.DatabaseUrl)
-      })
+      const restored = yield* restoreDatabase({ ...options, database: yield* databaseOf(options.database) })
       yield* Console.log(restored.path)
       yield* note(`Restored ${restored.path} from ${restored.snapshot}: ${restored.pets} pets. Start the service now.`)
     }).pipe(Effect.uninterruptible)
@@ -186,6 +182,8 @@ const cli = Command.make("petstore", serveOptions, serveWith).pipe(
   ])
 )
 
+const parserConfig = CliConfig.make({ showBuiltIns: false })
+
 /** The text of a parser's complaint, without the colour codes it is rendered with. */
 // eslint-disable-next-line no-control-regex -- the escape sequences are exactly what is removed
 const plain = (doc: HelpDoc.HelpDoc) => HelpDoc.toAnsiText(doc).replace(/\x1b\[[0-9;]*m/g, "").trim()
@@ -201,14 +199,8 @@ const runArgs = (args: ReadonlyArray<string>) =>
       return yield* Console.log(helpText(command, VERSION))
     }
     if (args.length === 1 && args[0] === "--version") return yield* Console.log(VERSION)
-    const parsed = CommandDescriptor.parse(
-      cli.descriptor,
-      ["petstore", ...args],
-      CliConfig.make({ showBuiltIns: false })
-    )
-    const directive = yield* Effect.mapError(
-      parsed,
-      (error) => new UsageError({ command, problem: plain(error.error) })
+    const directive = yield* CommandDescriptor.parse(cli.descriptor, ["petstore", ...args], parserConfig).pipe(
+      Effect.mapError((error) => new UsageError({ command, problem: plain(error.error) }))
     )
     if (directive._tag === "BuiltIn") {
       return yield* new UsageError({ command, problem: `unknown option (see the options below --help).` })
