@@ -5,18 +5,8 @@
  */
 import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { BunContext } from "@effect/platform-bun"
-import {
-  type Config,
-  type ConfigError,
-  Console,
-  Effect,
-  Either,
-  Layer,
-  Option,
-  ParseResult,
-  Redacted,
-  Schema
-} from "effect"
+import type { Config, ConfigError } from "effect"
+import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { CommandFailed } from "./CommandFailed.js"

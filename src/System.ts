@@ -1,6 +1,4 @@
-/**
- * The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page.
- */
+/** The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page. */
 import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
 import { SqlClient } from "@effect/sql"
@@ -53,11 +51,9 @@ export const SystemRoutesLive = (servers: Servers) =>
   )
 
 /**
- * The interactive reference, Scalar, served whole by the executable (no font or script from another host). The page
- * (some 3 MB, with the OpenAPI document inside) is built by `HttpApiScalar` on its first request, not at start-up; the
- * module itself, Scalar's script inside, is loaded then too (a chunk of its own in the executable). It is sent
- * compressed when the browser accepts it, with a validator and a `Cache-Control` of its own (`DOCS_CACHE_CONTROL`):
- * unlike the API's answers, it may be kept and reused.
+ * The interactive reference, Scalar, served whole by the executable. The page (some 3 MB) and the module that makes it
+ * are loaded on its first request, not at start-up; it is sent compressed when the browser accepts it, and unlike the
+ * API's answers it may be kept and reused (`DOCS_CACHE_CONTROL`, an ETag per encoding).
  */
 export const DocsLive = (servers: Servers) =>
   HttpApiBuilder.Router.use((router) =>

@@ -1,12 +1,9 @@
 /**
- * How long a request may take, and how that fits with the database's own timeouts and with Bun's connection idle
- * timeout. `REQUEST_TIMEOUT` (default 15 seconds) bounds every request: past it the request is answered 503
- * `unavailable`. The database gives up first, so that a request that waits for it fails with the database's own reason
- * before the deadline: one database operation waits at most for a connection of the pool (`DB_CONNECT_TIMEOUT`, on
- * PostgreSQL), then for its statement (`DB_QUERY_TIMEOUT`; on SQLite, how long a write waits for a busy database),
- * plus the second the client gives a silent server (`query_timeout`); `REQUEST_TIMEOUT` must be longer than that sum.
- * Bun's idle timeout of a connection, which also counts while a request is being answered, is set past the deadline,
- * so that it never cuts a request in flight. The request pipeline keeps the deadline (`Serving/Pipeline.ts`).
+ * `REQUEST_TIMEOUT` (default 15 seconds) bounds every request: past it the answer is 503 `unavailable`. The database
+ * gives up first, so that a request waiting for it fails with the database's own reason: one operation waits at most
+ * for a connection (`DB_CONNECT_TIMEOUT`), its statement (`DB_QUERY_TIMEOUT`) and the client's second of grace for a
+ * silent server (`query_timeout`, see `Sql.ts`). Bun's idle timeout, which also counts while a request is answered, is
+ * set past the deadline so that it never cuts a request in flight.
  */
 import { Config, ConfigError, Duration, Either } from "effect"
 import { positiveDuration } from "../Config.js"

@@ -56,11 +56,9 @@ const shuttingDownLine = (options: ListenOptions): string => {
 }
 
 /**
- * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503 at once and every answer closes its
- * connection, while the listener keeps serving for `shutdownDelay` (a load balancer polling `/readyz` stops sending
- * meanwhile); then it stops accepting, the requests in flight finish with their real answers (up to `shutdownTimeout`,
- * then the rest are cut off), and only then do the layers below it — the database among them — close. A connection's
- * idle timeout (which Bun also applies while a request is answered) is set past the request deadline.
+ * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503, it keeps serving for `shutdownDelay`,
+ * stops accepting, lets the requests in flight finish (up to `shutdownTimeout`), and only then do the layers below it,
+ * the database among them, close.
  */
 export const ListenerLive = (options: ListenOptions) =>
   Layer.scopedDiscard(Effect.gen(function*() {
