@@ -86,17 +86,13 @@ export const LoggingLive = (target: "stdout" | "stderr") =>
   Layer.unwrapScoped(Effect.gen(function*() {
     const format = yield* logFormat(target)
     const level = Logger.minimumLogLevel(yield* LogLevelConfig)
-    if (target === "stderr") {
-      const logger = format === "json"
-        ? Logger.withConsoleError(Logger.jsonLogger)
-        : Logger.prettyLogger({ stderr: true })
-      return Layer.merge(Logger.replace(Logger.defaultLogger, logger), level)
-    }
-    if (format === "pretty") return Layer.merge(Logger.replace(Logger.defaultLogger, Logger.prettyLoggerDefault), level)
+    const use = (logger: Logger.Logger<unknown, unknown>) =>
+      Layer.merge(Logger.replace(Logger.defaultLogger, logger), level)
+    if (format === "pretty") return use(Logger.prettyLogger({ stderr: target === "stderr" }))
+    if (target === "stderr") return use(Logger.withConsoleError(Logger.jsonLogger))
     const stdout = yield* stdoutLines
-    return Layer.mergeAll(
-      Logger.replace(Logger.defaultLogger, Logger.map(Logger.jsonLogger, stdout.line)),
-      level,
+    return Layer.merge(
+      use(Logger.map(Logger.jsonLogger, stdout.line)),
       Layer.succeed(RequestLog, requestLineTo(stdout.line))
     )
   }))
