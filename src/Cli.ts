@@ -17,7 +17,7 @@ import { restore as restoreDatabase } from "./Database/Restore.js"
 import * as Sql from "./Database/Sql.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
 import { commandPathOf, helpText, UsageError } from "./Help.js"
-import { askHealth, healthcheckUrl } from "./Operations/Healthcheck.js"
+import { askHealth } from "./Operations/Healthcheck.js"
 import { LoggingLive } from "./Operations/Logging.js"
 import { serve as serveHandler, VERSION } from "./Serve.js"
 
@@ -158,7 +158,7 @@ const openapi = Command.make(
 /** The container's HEALTHCHECK: asks the server's /healthz, exits non-zero unless it answers 200. */
 const healthcheck = Command.make("healthcheck", { host, port }, (flags) =>
   Effect.gen(function*() {
-    return yield* askHealth(healthcheckUrl(yield* fromFlagOr(flags.host, Host), yield* fromFlagOr(flags.port, Port)))
+    return yield* askHealth(yield* fromFlagOr(flags.host, Host), yield* fromFlagOr(flags.port, Port))
   }).pipe(Effect.provide(LoggingLive("stderr"))))
 
 const cli = Command.make("petstore", serveOptions, serveWith).pipe(
