@@ -5,18 +5,8 @@
  */
 import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { BunContext } from "@effect/platform-bun"
-import {
-  type Config,
-  type ConfigError,
-  Console,
-  Effect,
-  Either,
-  Layer,
-  Option,
-  ParseResult,
-  Redacted,
-  Schema
-} from "effect"
+import type { Config, ConfigError } from "effect"
+import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { CommandFailed } from "./CommandFailed.js"
@@ -26,23 +16,22 @@ import { formatMillis, formatSize } from "./Database/DurableFile.js"
 import { restore as restoreDatabase } from "./Database/Restore.js"
 import * as Sql from "./Database/Sql.js"
 import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
-import { type CommandPath, commandPathOf, helpText, UsageError } from "./Help.js"
-import { askHealth, healthcheckUrl } from "./Operations/Healthcheck.js"
+import { commandPathOf, helpText, UsageError } from "./Help.js"
+import { askHealth } from "./Operations/Healthcheck.js"
 import { LoggingLive } from "./Operations/Logging.js"
 import { serve as serveHandler, VERSION } from "./Serve.js"
 
 /** A line on stderr, without the colour Bun's console gives `console.error` on a terminal. */
 const note = (line: string) => Effect.sync(() => void process.stderr.write(`${line}\n`))
 
-/** The message of a failed decode: the schema's own rule ("a key name is 1 to 100 characters"). */
-const ruleOf = (error: ParseResult.ParseError) =>
-  ParseResult.ArrayFormatter.formatErrorSync(error)[0]?.message ?? error.message
+/** What the parser reports for a flag or argument `text` that breaks its rule (`--port must be …`, `ID: …`). */
+const invalid = (rule: string, text: string) => HelpDoc.p(`${rule} (got ${JSON.stringify(text)}).`)
 
-/** `text` decoded by `schema`, or a usage error that says what `what` must be. */
-const decodeArgument = <A>(schema: Schema.Schema<A, string>, command: CommandPath, what: string, text: string) =>
-  Either.match(Schema.decodeEither(schema)(text), {
-    onLeft: (error) => new UsageError({ command, problem: `${what}: ${ruleOf(error)} (got ${JSON.stringify(text)}).` }),
-    onRight: Effect.succeed
+/** An argument decoded by `schema`; a refusal is the schema's own rule (`ID: a key id is 12 hexadecimal digits`). */
+const decodedBy = <A>(schema: Schema.Schema<A, string>, what: string) => (text: string) =>
+  Effect.mapError(Schema.decode(schema)(text), (error) => {
+    const rule = ParseResult.ArrayFormatter.formatErrorSync(error)[0]?.message ?? error.message
+    return invalid(`${what}: ${rule}`, text)
   })
 
 /**
@@ -52,21 +41,22 @@ const decodeArgument = <A>(schema: Schema.Schema<A, string>, command: CommandPat
  */
 const database = Options.redacted("database").pipe(Options.optional)
 const host = Options.text("host").pipe(Options.optional)
-// The same rule and message as the PORT variable.
 const port = Options.text("port").pipe(
   Options.mapEffect((text) =>
-    Either.match(parsePort(text), {
-      onLeft: (must) =>
-        Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--port ${must} (got ${JSON.stringify(text)}).`))),
-      onRight: Effect.succeed
-    })
+    Either.mapLeft(parsePort(text), (must) => ValidationError.invalidValue(invalid(`--port ${must}`, text)))
   ),
   Options.optional
+)
+
+const keyName = Options.text("name").pipe(
+  Options.mapEffect((text) => Effect.mapError(decodedBy(KeyName, "--name")(text), ValidationError.invalidValue))
 )
 
 /** The flag's value when it was given, else the setting from the environment. */
 const fromFlagOr = <A>(flag: Option.Option<A>, setting: Config.Config<A>): Effect.Effect<A, ConfigError.ConfigError> =>
   Option.match(flag, { onNone: () => setting, onSome: Effect.succeed })
+
+const databaseOf = (flag: Option.Option<Redacted.Redacted<string>>) => fromFlagOr(flag, Sql.DatabaseUrl)
 
 const serveOptions = { host, port, database }
 
@@ -76,32 +66,24 @@ const serveWith = (flags: Command.Command.ParseConfig<typeof serveOptions>) =>
     Effect.all({
       host: fromFlagOr(flags.host, Host),
       port: fromFlagOr(flags.port, Port),
-      database: fromFlagOr(flags.database, Sql.DatabaseUrl)
+      database: databaseOf(flags.database)
     }),
     serveHandler
   )
 
-const serve = Command.make("serve", serveOptions, serveWith)
-
-/**
- * The keys service on the database (`--database`, else `DATABASE_URL`), its layers built with the logger in place
- * (their logs go to stderr too).
- */
+/** The keys service on the database (`--database`, else `DATABASE_URL`), built with the logger on stderr in place. */
 const withKeys = (flag: Option.Option<Redacted.Redacted<string>>) => <A, E>(effect: Effect.Effect<A, E, ApiKeys>) =>
-  fromFlagOr(flag, Sql.DatabaseUrl).pipe(
-    Effect.flatMap((databaseUrl) =>
-      effect.pipe(Effect.provide(ApiKeys.Default.pipe(Layer.provide(Sql.layer(databaseUrl)))))
-    ),
+  databaseOf(flag).pipe(
+    Effect.flatMap((url) => Effect.provide(effect, ApiKeys.Default.pipe(Layer.provide(Sql.layer(url))))),
     Effect.provide(LoggingLive("stderr"))
   )
 
 const keysCreate = Command.make(
   "create",
-  { name: Options.text("name"), database },
+  { name: keyName, database },
   ({ database, name }) =>
     Effect.gen(function*() {
-      const keyName = yield* decodeArgument(KeyName, "keys create", "--name", name)
-      const created = yield* (yield* ApiKeys).create(keyName)
+      const created = yield* (yield* ApiKeys).create(name)
       yield* note(`Created API key ${created.id} (${created.name}). It is shown once; store it now:`)
       yield* Console.log(Redacted.value(created.key))
     }).pipe(withKeys(database))
@@ -109,10 +91,10 @@ const keysCreate = Command.make(
 
 const keysList = Command.make("list", { database }, ({ database }) =>
   Effect.gen(function*() {
-    const all = yield* (yield* ApiKeys).list
+    const keys = yield* (yield* ApiKeys).list
     const rows = [
       ["ID", "NAME", "CREATED", "LAST USED", "REVOKED"],
-      ...all.map((key) => [key.id, key.name, key.createdAt, key.lastUsedAt ?? "-", key.revokedAt ?? "-"])
+      ...keys.map((key) => [key.id, key.name, key.createdAt, key.lastUsedAt ?? "-", key.revokedAt ?? "-"])
     ]
     const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)))
     for (const row of rows) yield* Console.log(row.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd())
@@ -120,26 +102,21 @@ const keysList = Command.make("list", { database }, ({ database }) =>
 
 const keysRevoke = Command.make(
   "revoke",
-  { id: Args.text({ name: "ID" }), database },
+  { id: Args.text({ name: "ID" }).pipe(Args.mapEffect(decodedBy(ApiKeyId, "ID"))), database },
   ({ database, id }) =>
     Effect.gen(function*() {
-      const keyId = yield* decodeArgument(ApiKeyId, "keys revoke", "ID", id)
       const keys = yield* ApiKeys
-      const existing = (yield* keys.list).find((key) => key.id === keyId)
+      const existing = (yield* keys.list).find((key) => key.id === id)
       if (existing === undefined) {
-        return yield* new CommandFailed({
-          message: `No API key has the id ${keyId}; 'petstore keys list' shows the ids.`
-        })
+        return yield* new CommandFailed({ message: `No API key has the id ${id}; 'petstore keys list' shows the ids.` })
       }
       if (existing.revokedAt !== null) {
-        return yield* Console.log(`API key ${keyId} was already revoked at ${existing.revokedAt}.`)
+        return yield* Console.log(`API key ${id} was already revoked at ${existing.revokedAt}.`)
       }
-      yield* keys.revoke(keyId)
-      yield* Console.log(`Revoked API key ${keyId} (${existing.name}).`)
+      yield* keys.revoke(id)
+      yield* Console.log(`Revoked API key ${id} (${existing.name}).`)
     }).pipe(withKeys(database))
 )
-
-const keys = Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke]))
 
 /**
  * A consistent snapshot of the SQLite database while servers keep serving: its path alone on stdout. A signal does not
@@ -150,16 +127,10 @@ const backup = Command.make(
   { file: Args.text({ name: "FILE" }), force: Options.boolean("force"), database },
   (options) =>
     Effect.gen(function*() {
-      const written = yield* backupDatabase({
-        ...options,
-        database: yield* fromFlagOr(options.database, Sql.DatabaseUrl)
-      })
+      const written = yield* backupDatabase({ ...options, database: yield* databaseOf(options.database) })
       yield* Console.log(written.path)
-      yield* note(
-        `Backed up ${written.database}: ${written.pets} pets, ${formatSize(written.bytes)}, in ${
-          formatMillis(written.millis)
-        }.`
-      )
+      const size = formatSize(written.bytes)
+      yield* note(`Backed up ${written.database}: ${written.pets} pets, ${size}, in ${formatMillis(written.millis)}.`)
     }).pipe(Effect.uninterruptible)
 )
 
@@ -172,10 +143,7 @@ const restore = Command.make(
   { file: Args.text({ name: "FILE" }), database },
   (options) =>
     Effect.gen(function*() {
-      const restored = yield* restoreDatabase({
-        ...options,
-        database: yield* fromFlagOr(options.database, Sql.DatabaseUrl)
-      })
+      const restored = yield* restoreDatabase({ ...options, database: yield* databaseOf(options.database) })
       yield* Console.log(restored.path)
       yield* note(`Restored ${restored.path} from ${restored.snapshot}: ${restored.pets} pets. Start the service now.`)
     }).pipe(Effect.uninterruptible)
@@ -190,15 +158,19 @@ const openapi = Command.make(
 /** The container's HEALTHCHECK: asks the server's /healthz, exits non-zero unless it answers 200. */
 const healthcheck = Command.make("healthcheck", { host, port }, (flags) =>
   Effect.gen(function*() {
-    const url = healthcheckUrl(yield* fromFlagOr(flags.host, Host), yield* fromFlagOr(flags.port, Port))
-    return yield* askHealth(url)
+    return yield* askHealth(yield* fromFlagOr(flags.host, Host), yield* fromFlagOr(flags.port, Port))
   }).pipe(Effect.provide(LoggingLive("stderr"))))
 
-export const cli = Command.make("petstore", serveOptions, serveWith).pipe(
-  Command.withSubcommands([serve, keys, backup, restore, openapi, healthcheck])
+const cli = Command.make("petstore", serveOptions, serveWith).pipe(
+  Command.withSubcommands([
+    Command.make("serve", serveOptions, serveWith),
+    Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke])),
+    backup,
+    restore,
+    openapi,
+    healthcheck
+  ])
 )
-
-const HELP_FLAGS = ["-h", "--help"]
 
 const parserConfig = CliConfig.make({ showBuiltIns: false })
 
@@ -213,7 +185,7 @@ const plain = (doc: HelpDoc.HelpDoc) => HelpDoc.toAnsiText(doc).replace(/\x1b\[[
 const runArgs = (args: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const command = commandPathOf(args[0] === "help" ? args.slice(1) : args)
-    if (args[0] === "help" || args.some((arg) => HELP_FLAGS.includes(arg))) {
+    if (args[0] === "help" || args.includes("-h") || args.includes("--help")) {
       return yield* Console.log(helpText(command, VERSION))
     }
     if (args.length === 1 && args[0] === "--version") return yield* Console.log(VERSION)
@@ -223,8 +195,8 @@ const runArgs = (args: ReadonlyArray<string>) =>
     if (directive._tag === "BuiltIn") {
       return yield* new UsageError({ command, problem: `unknown option (see the options below --help).` })
     }
-    if (directive.leftover.length > 0) {
-      const [first] = directive.leftover
+    const [first] = directive.leftover
+    if (first !== undefined) {
       // A flag left over is an unknown one, or a known one without its value (`--database` at the end).
       const problem = first.startsWith("-")
         ? `'${first}' is not an option of this command, or its value is missing.`
@@ -233,10 +205,9 @@ const runArgs = (args: ReadonlyArray<string>) =>
     }
     return yield* cli.transform(cli.handler(directive.value), directive.value).pipe(
       // `keys` alone: the parser asks for its help, which is a usage error here.
-      Effect.catchSome((error: unknown) =>
-        ValidationError.isValidationError(error) && ValidationError.isHelpRequested(error)
-          ? Option.some(new UsageError({ command, problem: "a command is needed: create, list or revoke." }))
-          : Option.none()
+      Effect.catchIf(
+        (error: unknown) => ValidationError.isValidationError(error) && ValidationError.isHelpRequested(error),
+        () => new UsageError({ command, problem: "a command is needed: create, list or revoke." })
       )
     )
   })

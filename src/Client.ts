@@ -1,29 +1,12 @@
 /**
  * A typed client of the petstore API, derived from its declaration (`Api.ts`). It needs only `effect` and
  * `@effect/platform` (this module and the declarations it imports use nothing else), and an `HttpClient`
- * (`FetchHttpClient.layer` in a browser, Node or Bun).
- *
- *     const client = yield* makeClient({ baseUrl: "http://localhost:8080/v1", apiKey: process.env.API_KEY! })
- *     const rex = yield* client.createPet({ name: "Rex", categoryId: 1 })          // status: "available" by default
- *     yield* client.createPet(pet, { idempotencyKey: crypto.randomUUID() })          // safe to retry with the same key
- *     const page = yield* client.listPets({ limit: 20 })                              // page.pets, page.next
- *     const all = yield* Stream.runCollect(client.allPets({ status: "available" })) // follows Link: rel="next"
+ * (`FetchHttpClient.layer` in a browser, Node or Bun). The README shows it at work.
  */
-import { HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
-import type { HttpApiError, HttpClientError } from "@effect/platform"
+import { HttpApiClient, type HttpApiError, HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import { Effect, Option, type ParseResult, Redacted, Schema, Stream } from "effect"
 import { Api } from "./Api.js"
-import type {
-  BadRequest,
-  IdempotencyKeyInUse,
-  IdempotencyKeyReused,
-  NotFound,
-  PayloadTooLarge,
-  RateLimited,
-  Unauthorized,
-  Unavailable,
-  UnsupportedMediaType
-} from "./Domain/Errors.js"
+import type * as Errors from "./Domain/Errors.js"
 import { ListPetsQuery, NewPet, type Pet, PetId, type PetStatus } from "./Domain/Pet.js"
 
 export type { Pet, PetStatus }
@@ -46,15 +29,15 @@ export interface Page {
 
 /** What a call may fail with: the service's typed errors, a transport failure, or a value the schemas refuse. */
 export type PetstoreError =
-  | BadRequest
-  | Unauthorized
-  | NotFound
-  | PayloadTooLarge
-  | UnsupportedMediaType
-  | IdempotencyKeyInUse
-  | IdempotencyKeyReused
-  | RateLimited
-  | Unavailable
+  | Errors.BadRequest
+  | Errors.Unauthorized
+  | Errors.NotFound
+  | Errors.PayloadTooLarge
+  | Errors.UnsupportedMediaType
+  | Errors.IdempotencyKeyInUse
+  | Errors.IdempotencyKeyReused
+  | Errors.RateLimited
+  | Errors.Unavailable
   | HttpApiError.HttpApiDecodeError
   | HttpClientError.HttpClientError
   | ParseResult.ParseError
@@ -101,10 +84,9 @@ export const nextQuery = (
 /** A client of the service at `baseUrl`, sending `apiKey` with every request. */
 export const makeClient = (options: ClientOptions): Effect.Effect<PetstoreClient, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const key = Redacted.isRedacted(options.apiKey) ? options.apiKey : Redacted.make(options.apiKey)
     const client = yield* HttpApiClient.make(Api, {
       baseUrl: options.baseUrl,
-      transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(Redacted.value(key)))
+      transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(options.apiKey))
     })
 
     const listPets = (query: ListQuery = {}) =>
@@ -121,15 +103,15 @@ export const makeClient = (options: ClientOptions): Effect.Effect<PetstoreClient
           headers: options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey }
         }))
 
-    const getPet = (petId: number) =>
-      Effect.flatMap(Schema.decodeUnknown(PetId)(petId), (petId) => client.getPet({ path: { petId } }))
-
-    const allPets = (query: Omit<ListQuery, "after"> = {}) =>
-      Stream.paginateEffect(
-        query as ListQuery,
-        (query) => Effect.map(listPets(query), (page) => [page.pets, page.next] as const)
-      )
-        .pipe(Stream.flattenIterables)
-
-    return { listPets, createPet, getPet, allPets } satisfies PetstoreClient
+    return {
+      listPets,
+      createPet,
+      getPet: (petId) =>
+        Effect.flatMap(Schema.decodeUnknown(PetId)(petId), (petId) => client.getPet({ path: { petId } })),
+      allPets: (query = {}) =>
+        Stream.paginateEffect(
+          query as ListQuery,
+          (query) => Effect.map(listPets(query), (page) => [page.pets, page.next] as const)
+        ).pipe(Stream.flattenIterables)
+    } satisfies PetstoreClient
   })

@@ -1,7 +1,6 @@
 /**
  * The configuration, read from the environment with Effect `Config` (command-line flags may override some of it).
- * A bad value fails with a message that names the variable, the value and the accepted forms; `port` and `duration`
- * below are the constructors for those kinds of variable.
+ * A bad value fails with a message that names the variable, the value and the accepted forms.
  */
 import { Config, ConfigError, Duration, Either, LogLevel, Option } from "effect"
 import type { Servers } from "./Api.js"
@@ -20,92 +19,57 @@ export const variable = <A>(name: string, parse: (text: string) => Either.Either
     name
   )
 
-export const PORT_RULE = "must be an integer from 1 to 65535"
-
-/** A TCP port: a decimal integer from 1 to 65535. */
+/** A TCP port: a decimal integer from 1 to 65535 (the rule of `PORT` and of `--port`). */
 export const parsePort = (text: string): Either.Either<number, string> =>
   /^[0-9]{1,5}$/.test(text) && Number(text) >= 1 && Number(text) <= 65535
     ? Either.right(Number(text))
-    : Either.left(PORT_RULE)
-
-/** `name`: a TCP port (`PORT must be an integer from 1 to 65535 (got "99999")`). */
-export const port = (name: string): Config.Config<number> => variable(name, parsePort)
-
-const UNITS: Record<string, Duration.DurationInput> = {
-  ms: "1 millis",
-  milli: "1 millis",
-  millis: "1 millis",
-  millisecond: "1 millis",
-  milliseconds: "1 millis",
-  s: "1 second",
-  sec: "1 second",
-  secs: "1 second",
-  second: "1 second",
-  seconds: "1 second",
-  m: "1 minute",
-  min: "1 minute",
-  mins: "1 minute",
-  minute: "1 minute",
-  minutes: "1 minute",
-  h: "1 hour",
-  hour: "1 hour",
-  hours: "1 hour"
-}
-
-export const DURATION_RULE = "must be a duration such as 2s, 500ms, 2 seconds, 1 minute, or 0"
-export const POSITIVE_DURATION_RULE = "must be a positive duration such as 2s, 500ms, 2 seconds or 1 minute"
+    : Either.left("must be an integer from 1 to 65535")
 
 /** `name`: one of the given words (`LOG_LEVEL must be one of debug, info, warning, error (got "loud")`). */
-export const oneOf = <const A extends string>(name: string, values: ReadonlyArray<A>): Config.Config<A> =>
+const oneOf = <const A extends string>(name: string, values: ReadonlyArray<A>): Config.Config<A> =>
   variable(
     name,
     (text) => values.includes(text as A) ? Either.right(text as A) : Either.left(`must be one of ${values.join(", ")}`)
   )
 
-/**
- * A duration: a number and a unit (ms, s, m, h, or their names: `500ms`, `2s`, `2 seconds`, `1.5 minutes`), or a bare
- * `0`, which is how operators write "none".
- */
+const DURATION_RULE = "must be a duration such as 2s, 500ms, 2 seconds, 1 minute, or 0"
+const POSITIVE_DURATION_RULE = "must be a positive duration such as 2s, 500ms, 2 seconds or 1 minute"
+
+/** A number and a unit: milliseconds, seconds, minutes or hours, each by its symbol or its name. */
+const DURATION =
+  /^([0-9]+(?:\.[0-9]+)?) ?(?:(ms|millis?|milliseconds?)|(s|secs?|seconds?)|(m|mins?|minutes?)|(h|hours?))$/i
+const UNIT_MILLIS = [1, 1_000, 60_000, 3_600_000]
+
+/** A duration (`500ms`, `2s`, `2 seconds`, `1.5 minutes`), or a bare `0`, which is how operators write "none". */
 export const parseDuration = (text: string): Either.Either<Duration.Duration, string> => {
   if (/^0+(?:\.0+)?$/.test(text)) return Either.right(Duration.zero)
-  const match = /^([0-9]+(?:\.[0-9]+)?) ?([a-z]+)$/i.exec(text)
-  const unit = match === null ? undefined : UNITS[match[2].toLowerCase()]
-  return match === null || unit === undefined
-    ? Either.left(DURATION_RULE)
-    : Either.right(Duration.times(Duration.decode(unit), Number(match[1])))
+  const match = DURATION.exec(text)
+  if (match === null) return Either.left(DURATION_RULE)
+  const unit = match.slice(2).findIndex((group) => group !== undefined)
+  return Either.right(Duration.millis(Number(match[1]) * UNIT_MILLIS[unit]))
 }
 
-/** `name`: a duration (`2s`, `500ms`, `2 seconds`, `0`); anything else is refused with the accepted forms. */
+/** `name`: a duration (`2s`, `500ms`, `2 seconds`, `0`). */
 export const duration = (name: string): Config.Config<Duration.Duration> => variable(name, parseDuration)
 
 /** `name`: a duration longer than zero, for the waits that zero would turn off or make meaningless. */
 export const positiveDuration = (name: string): Config.Config<Duration.Duration> =>
-  variable(name, (text) =>
-    Either.match(parseDuration(text), {
-      onLeft: () => Either.left(POSITIVE_DURATION_RULE),
-      onRight: (value) => Duration.toMillis(value) > 0 ? Either.right(value) : Either.left(POSITIVE_DURATION_RULE)
-    }))
+  variable(name, (text) => {
+    const parsed = parseDuration(text)
+    return Either.isRight(parsed) && Duration.toMillis(parsed.right) > 0 ? parsed : Either.left(POSITIVE_DURATION_RULE)
+  })
 
-/**
- * A configuration failure as lines for a person: each names its variable (`PORT must be …`, `PORT: expected …`).
- */
+/** A configuration failure as lines for a person, each naming its variable (`PORT must be …`, `PORT: expected …`). */
 export const describeConfigError = (error: ConfigError.ConfigError): string => {
-  switch (error._op) {
-    case "And":
-    case "Or":
-      return [describeConfigError(error.left), describeConfigError(error.right)].join("\n")
-    case "InvalidData":
-    case "MissingData":
-    case "SourceUnavailable":
-    case "Unsupported": {
-      const name = error.path.join(".")
-      return error.message.startsWith(`${name} `) ? error.message : `${name}: ${error.message}`
-    }
+  if (error._op === "And" || error._op === "Or") {
+    return `${describeConfigError(error.left)}\n${describeConfigError(error.right)}`
   }
+  const name = error.path.join(".")
+  return error.message.startsWith(`${name} `) ? error.message : `${name}: ${error.message}`
 }
 
 export const Host = Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
-export const Port = port("PORT").pipe(Config.withDefault(8080))
+export const Port = variable("PORT", parsePort).pipe(Config.withDefault(8080))
 
 const httpUrl = (name: string, fallback: string) =>
   variable(name, (value) =>
@@ -120,27 +84,18 @@ export const ServersConfig: Config.Config<Servers> = Config.all({
   staging: httpUrl("STAGING_URL", "https://staging.api.petstore.example/v1")
 })
 
-const levels = {
-  debug: LogLevel.Debug,
-  info: LogLevel.Info,
-  warning: LogLevel.Warning,
-  error: LogLevel.Error
-} as const
+const LEVELS = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error }
 
-export const LogLevelConfig = oneOf("LOG_LEVEL", ["debug", "info", "warning", "error"]).pipe(
+export const LogLevelConfig = oneOf("LOG_LEVEL", Object.keys(LEVELS) as Array<keyof typeof LEVELS>).pipe(
   Config.withDefault("info" as const),
-  Config.map((name) => levels[name])
+  Config.map((name) => LEVELS[name])
 )
 
 /** `LOG_FORMAT`; by default pretty when the logs go to a terminal, JSON lines otherwise. */
 export const logFormat = (target: "stdout" | "stderr") =>
   oneOf("LOG_FORMAT", ["json", "pretty"]).pipe(
-    Config.withDefault(
-      (target === "stderr" ? process.stderr : process.stdout).isTTY ? "pretty" as const : "json" as const
-    )
+    Config.withDefault(process[target].isTTY ? "pretty" as const : "json" as const)
   )
-
-export const LogFormatConfig = logFormat("stdout")
 
 /** How long requests in flight may take to finish after SIGTERM/SIGINT (e.g. `10s`, `500ms`; `0`: cut off at once). */
 export const ShutdownTimeout = duration("SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(10)))

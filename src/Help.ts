@@ -16,23 +16,10 @@ export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
   }
 }
 
-/** The commands, as the help and the usage errors name them (`petstore keys create`). */
-export type CommandPath =
-  | ""
-  | "serve"
-  | "keys"
-  | "keys create"
-  | "keys list"
-  | "keys revoke"
-  | "backup"
-  | "restore"
-  | "openapi"
-  | "healthcheck"
-
 const DATABASE =
   "  --database URL   a SQLite file path, :memory:, or a postgres:// URL (default: $DATABASE_URL, else petstore.db)"
 
-const HELP: Record<CommandPath, string> = {
+const HELP = {
   "": `petstore VERSION: the pet store catalogue service (HTTP and JSON, SQLite or PostgreSQL).
 
 Usage: petstore [COMMAND] [OPTIONS]
@@ -120,18 +107,12 @@ Options:
   --port PORT      the server's port (default: $PORT, else 8080)`
 }
 
-export const isCommandPath = (path: string): path is CommandPath => Object.hasOwn(HELP, path)
+/** The commands, as the help and the usage errors name them (`petstore keys create`). */
+export type CommandPath = keyof typeof HELP
 
 /** The help of a command, or of the program. */
 export const helpText = (path: CommandPath, version: string): string => HELP[path].replace("VERSION", version)
 
-/** The command a command line names: its leading words that are commands (`keys create` of `keys create --name x`). */
-export const commandPathOf = (args: ReadonlyArray<string>): CommandPath => {
-  let path: CommandPath = ""
-  for (const word of args) {
-    const longer: string = path === "" ? word : `${path} ${word}`
-    if (!isCommandPath(longer)) break
-    path = longer
-  }
-  return path
-}
+/** The command a command line names: its leading words that are a command (`keys create` of `keys create --name x`). */
+export const commandPathOf = (args: ReadonlyArray<string>): CommandPath =>
+  [args.slice(0, 2).join(" "), args[0] ?? ""].find((path): path is CommandPath => Object.hasOwn(HELP, path)) ?? ""

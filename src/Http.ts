@@ -84,19 +84,11 @@ export const webHandlerFrom = <E, R>(
           path: route.path,
           target: { _tag: "Endpoint", route } as const
         })),
-        ...[...router.routes].map((route) => ({
-          method: route.method,
-          path: route.path,
-          target: { _tag: "App" } as Target
-        }))
+        ...[...router.routes].map(({ method, path }) => ({ method, path, target: { _tag: "App" } as const }))
       ])
-      const declaredErrors = Schema.is(
-        Schema.Union(...derived.routes.flatMap((route) => route.failures.map((f) => f.schema)))
-      )
       // The app's own failures answered the pipeline's way, inside the app (before its encoder of declared errors).
-      const middleware = yield* HttpApiBuilder.Middleware
-      yield* middleware.add(appErrors({
-        isDeclared: declaredErrors,
+      yield* (yield* HttpApiBuilder.Middleware).add(appErrors({
+        isDeclared: Schema.is(Schema.Union(...derived.routes.flatMap((route) => route.failures.map((f) => f.schema)))),
         declaredHeaders: (method, path) => {
           const target = table.match(path)?.entry.targets.get(method)
           return target?._tag === "Endpoint" ? target.route.headerNames : []

@@ -2,7 +2,7 @@
  * Running the service: the HTTP server on a database, with the logger, traces and metrics as configured. `petstore serve`
  * (the command line's) and a bare start (`main.ts`) both come here.
  */
-import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
+import { Config, ConfigError, Effect, Layer, Option } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { CorsOrigins, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
 import * as Sql from "./Database/Sql.js"
@@ -15,18 +15,8 @@ import { RateLimitPruningLive } from "./RateLimit/Pruning.js"
 
 export const VERSION: string = pkg.version
 
-export interface ServeOptions {
-  readonly host: string
-  readonly port: number
-  readonly database: Redacted.Redacted<string>
-}
-
 /** Where to listen and which database to use, from the environment alone (what the command-line flags override). */
-export const ServeOptionsConfig: Config.Config<ServeOptions> = Config.all({
-  host: Host,
-  port: Port,
-  database: Sql.DatabaseUrl
-})
+const ServeOptionsConfig = Config.all({ host: Host, port: Port, database: Sql.DatabaseUrl })
 
 const WILDCARDS = ["", "0.0.0.0", "::"]
 
@@ -50,7 +40,7 @@ export const metricsApartFrom = (host: string, port: number) =>
  * the steps they time) unless an OTLP endpoint is configured (`ObservabilityLive` turns it on, below the server, so its
  * exporter flushes after the drain).
  */
-export const serve = (options: ServeOptions) =>
+export const serve = (options: Config.Config.Success<typeof ServeOptionsConfig>) =>
   Effect.gen(function*() {
     yield* metricsApartFrom(options.host, options.port)
     return yield* Layer.launch(

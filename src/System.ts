@@ -1,10 +1,8 @@
-/**
- * The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page.
- */
+/** The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page. */
 import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
 import { SqlClient } from "@effect/sql"
-import { Chunk, Context, Effect, Layer, Option } from "effect"
+import { Chunk, Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { brotliCompressSync, constants as zlib, gzipSync } from "node:zlib"
 import { documentedApi, openApiDocument, type Servers } from "./Api.js"
@@ -53,16 +51,14 @@ export const SystemRoutesLive = (servers: Servers) =>
   )
 
 /**
- * The interactive reference, Scalar, served whole by the executable (no font or script from another host). The page
- * (some 3 MB, with the OpenAPI document inside) is built by `HttpApiScalar` on its first request, not at start-up; the
- * module itself, Scalar's script inside, is loaded then too (a chunk of its own in the executable). It is sent
- * compressed when the browser accepts it, with a validator and a `Cache-Control` of its own (`DOCS_CACHE_CONTROL`):
- * unlike the API's answers, it may be kept and reused.
+ * The interactive reference, Scalar, served whole by the executable. The page (some 3 MB) and the module that makes it
+ * are loaded on its first request, not at start-up; it is sent compressed when the browser accepts it, and unlike the
+ * API's answers it may be kept and reused (`DOCS_CACHE_CONTROL`, an ETag per encoding).
  */
 export const DocsLive = (servers: Servers) =>
   HttpApiBuilder.Router.use((router) =>
     Effect.gen(function*() {
-      const page = yield* Effect.cached(Effect.map(Effect.flatten(docsPage(servers)), docsVariants))
+      const page = yield* Effect.cached(Effect.map(docsPage(servers), docsVariants))
       yield* router.get("/docs", Effect.zipWith(page, HttpServerRequest.HttpServerRequest, answerDocs))
     })
   )
@@ -76,46 +72,29 @@ const SCALAR_CONFIG = {
   authentication: { preferredSecurityScheme: "bearerAuth" }
 } as HttpApiScalar.ScalarConfig
 
-/** HttpApiScalar's `/docs` route, built on a router of its own; its handler answers the page. */
+/** The page HttpApiScalar's `/docs` route answers, the route built on a router of its own. */
 const docsPage = (servers: Servers) =>
-  Effect.scoped(Effect.gen(function*() {
+  Effect.gen(function*() {
     const HttpApiScalar = yield* Effect.promise(() => import("@effect/platform/HttpApiScalar"))
-    const context = yield* Layer.build(
+    const api = documentedApi(servers) as unknown as HttpApi.HttpApi<string, HttpApiGroup.HttpApiGroup.AnyWithProps>
+    const docs = yield* Effect.provide(
+      HttpApiBuilder.Router.router,
       HttpApiScalar.layer({ path: "/docs", scalar: SCALAR_CONFIG }).pipe(
-        Layer.provide(Layer.succeed(HttpApi.Api, {
-          api: documentedApi(servers) as unknown as HttpApi.HttpApi<string, HttpApiGroup.HttpApiGroup.AnyWithProps>,
-          context: Context.empty()
-        })),
+        Layer.provide(Layer.succeed(HttpApi.Api, { api, context: Context.empty() })),
         Layer.provideMerge(HttpApiBuilder.Router.Live)
       )
     )
-    const docs = yield* Effect.provide(HttpApiBuilder.Router.router, context)
-    const route = Chunk.findFirst(docs.routes, (route) => route.path === "/docs")
-    if (Option.isNone(route)) return yield* Effect.dieMessage("HttpApiScalar registered no /docs route")
-    return route.value.handler as Effect.Effect<HttpServerResponse.HttpServerResponse>
-  }))
+    const route = yield* Effect.orDie(Chunk.findFirst(docs.routes, (route) => route.path === "/docs"))
+    const response = yield* (route.handler as Effect.Effect<HttpServerResponse.HttpServerResponse>)
+    if (response.body._tag !== "Uint8Array") return yield* Effect.dieMessage("HttpApiScalar's page is not bytes")
+    return response.body.body
+  })
 
 /** The docs page may be kept for five minutes, then revalidated with its ETag (a 304 when unchanged). */
 export const DOCS_CACHE_CONTROL = "public, max-age=300"
 
-type Encoding = "br" | "gzip" | "identity"
-
-interface Variant {
-  readonly body: Uint8Array
-  readonly etag: string
-}
-
 /** The page in each encoding, each with its own strong validator (a different body is a different representation). */
-type DocsVariants = Readonly<Record<Encoding, Variant>>
-
-const bodyText = (response: HttpServerResponse.HttpServerResponse): Uint8Array =>
-  response.body._tag === "Uint8Array"
-    ? response.body.body
-    : new TextEncoder().encode(response.body._tag === "Raw" ? String(response.body.body) : "")
-
-/** Compressed once, when the page is first asked for (≈0.1 s): 3.4 MB of HTML become ≈0.8 MB (Brotli 5, gzip 6). */
-export const docsVariants = (response: HttpServerResponse.HttpServerResponse): DocsVariants => {
-  const html = bodyText(response)
+const docsVariants = (html: Uint8Array) => {
   const hash = createHash("sha256").update(html).digest("base64url").slice(0, 22)
   return {
     identity: { body: html, etag: `"${hash}"` },
@@ -125,7 +104,7 @@ export const docsVariants = (response: HttpServerResponse.HttpServerResponse): D
 }
 
 /** The best encoding the request accepts (`Accept-Encoding`, `q=0` meaning no): Brotli, then gzip, else none. */
-export const chooseEncoding = (acceptEncoding: string | undefined): Encoding => {
+export const chooseEncoding = (acceptEncoding: string | undefined): "br" | "gzip" | "identity" => {
   const accepted = new Set<string>()
   for (const item of (acceptEncoding ?? "").toLowerCase().split(",")) {
     const [name, ...params] = item.split(";").map((part) => part.trim())
@@ -136,7 +115,7 @@ export const chooseEncoding = (acceptEncoding: string | undefined): Encoding => 
 }
 
 /** The page as the request wants it: compressed if it may be, a 304 if the browser's copy is current. */
-export const answerDocs = (variants: DocsVariants, request: HttpServerRequest.HttpServerRequest) => {
+const answerDocs = (variants: ReturnType<typeof docsVariants>, request: HttpServerRequest.HttpServerRequest) => {
   const encoding = chooseEncoding(request.headers["accept-encoding"])
   const { body, etag } = variants[encoding]
   const headers = {

@@ -1,8 +1,7 @@
 /**
- * The executable. Starting the service is what an orchestrator waits for, so `petstore` and `petstore serve` without
- * flags start it straight from the environment (the configuration the command line itself falls back to) without
- * loading the command-line parser, which costs tens of milliseconds at start-up. Every other command line goes to the
- * parser (`Cli.ts`), `serve` with flags included.
+ * The executable. `petstore` and `petstore serve` without flags start the service straight from the environment,
+ * without loading the command-line parser (it costs tens of milliseconds of the start an orchestrator waits for).
+ * Every other command line goes to the parser (`Cli.ts`), `serve` with flags included.
  */
 import { BunRuntime } from "@effect/platform-bun"
 import { Cause, ConfigError, Effect, Exit, Option } from "effect"
@@ -11,16 +10,12 @@ import { describeConfigError } from "./Config.js"
 const args = process.argv.slice(2)
 const servesFromEnvironment = args.length === 0 || (args.length === 1 && args[0] === "serve")
 
-/** A command line the parser refused (`Help.UsageError`): its message names the command already. */
-const isUsageError = (error: unknown): error is Error => (error as { _tag?: unknown })?._tag === "UsageError"
+/** Tags read without importing their modules (`Help.ts`, the database's), which a start does not load. */
+const tagOf = (error: unknown) => (error as { _tag?: unknown } | null)?._tag
 
-/** A command that cannot be run as given: a usage error, or `backup`/`restore` asked of PostgreSQL. Exit code 2. */
-const cannotRunAsGiven = (error: unknown): boolean =>
-  isUsageError(error) || (error as { _tag?: unknown })?._tag === "NotForPostgres"
-
-/** The lines that tell a person why the program stopped, each naming the program. */
+/** The lines that tell a person why the program stopped, each naming the program (a usage error names its command). */
 const describe = (error: unknown): string => {
-  if (isUsageError(error)) return error.message
+  if (tagOf(error) === "UsageError") return (error as Error).message
   const text = ConfigError.isConfigError(error)
     ? describeConfigError(error)
     : error instanceof Error && error.message !== ""
@@ -39,39 +34,30 @@ const report = (cause: Cause.Cause<unknown>) =>
     if (text !== undefined) process.stderr.write(`${text}\n`)
   })
 
-/** 2 for a command that cannot be run as given, 1 for any other failure, 0 otherwise. */
-const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
-  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
-  return Option.match(Cause.failureOption(exit.cause), {
+/** 2 for a command that cannot be run as given (a usage error, `backup` of PostgreSQL), 1 for another failure. */
+const exitCode = (exit: Exit.Exit<unknown, unknown>): number =>
+  Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause) ? 0 : Option.match(Cause.failureOption(exit.cause), {
     onNone: () => 1,
-    onSome: (error) => cannotRunAsGiven(error) ? 2 : 1
+    onSome: (error) => tagOf(error) === "UsageError" || tagOf(error) === "NotForPostgres" ? 2 : 1
   })
-}
-
-/** Two deliveries of a signal closer than this are one: the same Ctrl-C, reaching the service twice. */
-const DUPLICATE_MS = 250
 
 /**
  * A second SIGINT or SIGTERM stops the process at once, by that signal, skipping the drain (the runtime interrupts the
  * program on the first and then stops listening). Under `npm start` on a terminal, one Ctrl-C reaches the service twice
- * (from the terminal, and from npm, which passes its own copy on a few milliseconds later): a signal within
- * `DUPLICATE_MS` of the first is taken for that copy.
+ * (from the terminal, and from npm a few milliseconds later): a signal within 250 ms of the first is that copy.
  */
-const stopAtOnceOnSecondSignal = () => {
-  let first: number | undefined
-  const onSignal = (signal: NodeJS.Signals) => {
-    const now = performance.now()
-    if (first === undefined) first = now
-    else if (now - first >= DUPLICATE_MS) {
-      process.removeListener("SIGINT", onSignal)
-      process.removeListener("SIGTERM", onSignal)
-      process.kill(process.pid, signal)
-    }
+let firstSignalAt: number | undefined
+const onSignal = (signal: NodeJS.Signals) => {
+  const now = performance.now()
+  if (firstSignalAt === undefined) firstSignalAt = now
+  else if (now - firstSignalAt >= 250) {
+    process.removeListener("SIGINT", onSignal)
+    process.removeListener("SIGTERM", onSignal)
+    process.kill(process.pid, signal)
   }
-  process.on("SIGINT", onSignal)
-  process.on("SIGTERM", onSignal)
 }
-stopAtOnceOnSecondSignal()
+process.on("SIGINT", onSignal)
+process.on("SIGTERM", onSignal)
 
 const program: Effect.Effect<unknown, unknown> = servesFromEnvironment
   ? Effect.flatMap(Effect.promise(() => import("./Serve.js")), (serve) => serve.serveFromEnvironment)

@@ -1,28 +1,18 @@
 /**
- * How long a request may take, and how that fits with the database's own timeouts and with Bun's connection idle
- * timeout. `REQUEST_TIMEOUT` (default 15 seconds) bounds every request: past it the request is answered 503
- * `unavailable`. The database gives up first, so that a request that waits for it fails with the database's own reason
- * before the deadline: one database operation waits at most for a connection of the pool (`DB_CONNECT_TIMEOUT`, on
- * PostgreSQL), then for its statement (`DB_QUERY_TIMEOUT`; on SQLite, how long a write waits for a busy database),
- * plus the second the client gives a silent server (`query_timeout`); `REQUEST_TIMEOUT` must be longer than that sum.
- * Bun's idle timeout of a connection, which also counts while a request is being answered, is set past the deadline,
- * so that it never cuts a request in flight. The request pipeline keeps the deadline (`Serving/Pipeline.ts`).
+ * `REQUEST_TIMEOUT` (default 15 seconds) bounds every request: past it the answer is 503 `unavailable`. The database
+ * gives up first, so that a request waiting for it fails with the database's own reason: one operation waits at most
+ * for a connection (`DB_CONNECT_TIMEOUT`), its statement (`DB_QUERY_TIMEOUT`) and the client's second of grace for a
+ * silent server (`query_timeout`, see `Sql.ts`). Bun's idle timeout, which also counts while a request is answered, is
+ * set past the deadline so that it never cuts a request in flight.
  */
 import { Config, ConfigError, Duration, Either } from "effect"
 import { positiveDuration } from "../Config.js"
 import { PostgresTimeoutsConfig } from "../Database/Sql.js"
 
-/** The client's grace on PostgreSQL past the statement timeout (`query_timeout`, see `Sql.ts`). */
-const CLIENT_GRACE = Duration.seconds(1)
-
 /** Bun's idle timeout counts whole seconds, up to 255; it is set this much past the request deadline. */
 const IDLE_MARGIN_SECONDS = 5
 const MAX_IDLE_SECONDS = 255
 const MAX_REQUEST_TIMEOUT = Duration.seconds(MAX_IDLE_SECONDS - IDLE_MARGIN_SECONDS)
-
-/** The longest one database operation can take before the database (or its client) gives up. */
-export const databaseBound = (timeouts: { readonly connect: Duration.Duration; readonly query: Duration.Duration }) =>
-  Duration.sum(Duration.sum(timeouts.connect, timeouts.query), CLIENT_GRACE)
 
 /** How long a request may take unless `REQUEST_TIMEOUT` says otherwise. */
 export const DEFAULT_REQUEST_TIMEOUT = Duration.seconds(15)
@@ -31,26 +21,20 @@ export const DEFAULT_REQUEST_TIMEOUT = Duration.seconds(15)
 export const RequestTimeoutConfig: Config.Config<Duration.Duration> = Config.all({
   request: positiveDuration("REQUEST_TIMEOUT").pipe(Config.withDefault(DEFAULT_REQUEST_TIMEOUT)),
   database: PostgresTimeoutsConfig
-}).pipe(
-  Config.mapOrFail(({ database, request }) => {
-    const bound = databaseBound(database)
-    if (!Duration.greaterThan(request, bound)) {
-      return Either.left(ConfigError.InvalidData(
-        ["REQUEST_TIMEOUT"],
-        `REQUEST_TIMEOUT must be longer than DB_CONNECT_TIMEOUT + DB_QUERY_TIMEOUT + 1 second (${
-          Duration.format(bound)
-        }), so that the database gives up before the request does (got ${Duration.format(request)})`
-      ))
-    }
-    if (Duration.greaterThan(request, MAX_REQUEST_TIMEOUT)) {
-      return Either.left(ConfigError.InvalidData(
-        ["REQUEST_TIMEOUT"],
-        `REQUEST_TIMEOUT must be at most ${Duration.format(MAX_REQUEST_TIMEOUT)} (got ${Duration.format(request)})`
-      ))
-    }
-    return Either.right(request)
-  })
-)
+}).pipe(Config.mapOrFail(({ database, request }) => {
+  const bound = Duration.sum(Duration.sum(database.connect, database.query), Duration.seconds(1))
+  const must = !Duration.greaterThan(request, bound)
+    ? `must be longer than DB_CONNECT_TIMEOUT + DB_QUERY_TIMEOUT + 1 second (${Duration.format(bound)}), ` +
+      `so that the database gives up before the request does`
+    : Duration.greaterThan(request, MAX_REQUEST_TIMEOUT)
+    ? `must be at most ${Duration.format(MAX_REQUEST_TIMEOUT)}`
+    : undefined
+  return must === undefined
+    ? Either.right(request)
+    : Either.left(
+      ConfigError.InvalidData(["REQUEST_TIMEOUT"], `REQUEST_TIMEOUT ${must} (got ${Duration.format(request)})`)
+    )
+}))
 
 /** Bun's `idleTimeout` (seconds) for a request deadline: past the deadline, so that a request is answered first. */
 export const idleTimeoutSeconds = (requestTimeout: Duration.Duration): number =>

@@ -3,12 +3,6 @@ import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platfor
 import { Console, Effect } from "effect"
 import { CommandFailed } from "../CommandFailed.js"
 
-/** Where a server listening on `host` is reached from this machine: a wildcard address is asked on loopback. */
-export const healthcheckUrl = (host: string, port: number): string => {
-  const target = host === "" || host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host
-  return `http://${target.includes(":") ? `[${target}]` : target}:${port}/healthz`
-}
-
 /** Why a connection failed, in a few words (`connection refused`). */
 const reasonOf = (cause: unknown): string | undefined => {
   const { code, message } = (cause ?? {}) as { code?: unknown; message?: unknown }
@@ -16,9 +10,11 @@ const reasonOf = (cause: unknown): string | undefined => {
   return typeof code === "string" ? code : typeof message === "string" ? message : undefined
 }
 
-/** Asks `url` (a server's /healthz) and prints `ok` when it answers 200. */
-export const askHealth = (url: string) =>
-  HttpClient.get(url).pipe(
+/** Asks the server listening on `host` (a wildcard address on loopback) for /healthz; prints `ok` when it answers 200. */
+export const askHealth = (host: string, port: number) => {
+  const target = host === "" || host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host
+  const url = `http://${target.includes(":") ? `[${target}]` : target}:${port}/healthz`
+  return HttpClient.get(url).pipe(
     Effect.flatMap(HttpClientResponse.filterStatusOk),
     Effect.timeoutFail({
       duration: "2 seconds",
@@ -35,3 +31,4 @@ export const askHealth = (url: string) =>
     Effect.zipRight(Console.log("ok")),
     Effect.provide(FetchHttpClient.layer)
   )
+}

@@ -1,7 +1,4 @@
-/**
- * Where the process is in its life: serving, or draining after SIGTERM/SIGINT (readiness then answers 503 so that a
- * load balancer stops sending traffic, while the requests already in flight are completed).
- */
+/** Serving, or draining after SIGTERM/SIGINT (readiness answers 503 while the requests in flight are completed). */
 import { Effect, Metric, Ref } from "effect"
 
 /** The same state as a metric (`/metrics`, OTLP): 1 once the drain has started. */

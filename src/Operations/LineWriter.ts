@@ -32,8 +32,6 @@ export interface LineWriter {
 const FIRST_WAIT_MS = 1
 const LONGEST_WAIT_MS = 50
 
-const isAgain = (error: unknown) => (error as { code?: unknown } | null)?.code === "EAGAIN"
-
 /** The JSON logger's shape, for the line that reports dropped lines. */
 export const jsonDroppedLine = (dropped: number) =>
   `{"message":"log lines dropped: the reader of the log is too slow","logLevel":"WARN","timestamp":"${
@@ -42,17 +40,16 @@ export const jsonDroppedLine = (dropped: number) =>
 
 export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWriter => {
   const write = options.write ??
-    ((descriptor: number, data: string | Uint8Array) =>
-      typeof data === "string" ? writeSync(descriptor, data) : writeSync(descriptor, data))
+    ((fd: number, data: string | Uint8Array) => typeof data === "string" ? writeSync(fd, data) : writeSync(fd, data))
   const droppedLine = options.droppedLine ?? jsonDroppedLine
   /** Whole lines not yet handed to the pipe, and the rest of a batch the pipe took part of. */
   let queued: Array<string> = []
-  let rest: string | Uint8Array | undefined
   let queuedChars = 0
-  let droppedTotal = 0
-  let droppedUnreported = 0
-  let scheduled = false
-  let waitTimer: ReturnType<typeof setTimeout> | undefined
+  let rest: string | Uint8Array | undefined
+  let dropped = 0
+  let unreported = 0
+  /** A flush is due: at the end of this turn of the event loop, or on a timer while the pipe is full. */
+  let pending = false
   let waitMs = FIRST_WAIT_MS
   let broken = false
 
@@ -60,22 +57,18 @@ export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWrit
     queued.push(text)
     queuedChars += text.length
   }
+  const reportDropped = () => {
+    if (unreported === 0) return
+    enqueue(droppedLine(unreported) + "\n")
+    unreported = 0
+  }
 
   /** Writes what it can without waiting; true when everything queued is written. */
   const writeSome = (): boolean => {
     for (;;) {
-      if (broken) {
-        queued = []
-        queuedChars = 0
-        rest = undefined
-        return true
-      }
       if (rest === undefined) {
-        if (queued.length === 0) {
-          if (droppedUnreported === 0) return true
-          enqueue(droppedLine(droppedUnreported) + "\n")
-          droppedUnreported = 0
-        }
+        if (queued.length === 0) reportDropped()
+        if (queued.length === 0) return true
         rest = queued.length === 1 ? queued[0] : queued.join("")
         queued = []
         queuedChars = 0
@@ -84,40 +77,41 @@ export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWrit
       try {
         written = write(fd, rest)
       } catch (error) {
-        if (isAgain(error)) return false
-        broken = true // stdout is gone: nothing else to tell it to
-        continue
+        if ((error as { code?: unknown } | null)?.code === "EAGAIN") return false
+        // stdout is gone: nothing else to tell it to
+        broken = true
+        queued = []
+        queuedChars = 0
+        rest = undefined
+        return true
       }
       if (written > 0) waitMs = FIRST_WAIT_MS // the reader is reading: the next wait starts short again
       // A string goes to the pipe as is (no copy); only the rest of a partial write is turned into bytes.
       const bytes = typeof rest === "string" ? Buffer.byteLength(rest) : rest.length
-      if (written >= bytes) rest = undefined
-      else rest = (typeof rest === "string" ? Buffer.from(rest) : rest).subarray(written)
+      rest = written >= bytes ? undefined : (typeof rest === "string" ? Buffer.from(rest) : rest).subarray(written)
     }
   }
 
   const flush = () => {
-    scheduled = false
-    waitTimer = undefined
+    pending = false
     if (writeSome()) return
     // The pipe is full: try again later, without holding the event loop meanwhile.
-    waitTimer = setTimeout(flush, waitMs)
+    pending = true
+    setTimeout(flush, waitMs)
     waitMs = Math.min(waitMs * 2, LONGEST_WAIT_MS)
   }
 
   const line = (text: string) => {
+    if (broken) return
     if (queuedChars + (rest?.length ?? 0) + text.length + 1 > options.maxBufferedChars) {
-      droppedTotal++
-      droppedUnreported++
+      dropped++
+      unreported++
       return
     }
-    if (droppedUnreported > 0) {
-      enqueue(droppedLine(droppedUnreported) + "\n")
-      droppedUnreported = 0
-    }
+    reportDropped()
     enqueue(text + "\n")
-    if (!scheduled && waitTimer === undefined) {
-      scheduled = true
+    if (!pending) {
+      pending = true
       setImmediate(flush)
     }
   }
@@ -127,5 +121,5 @@ export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWrit
     while (!writeSome() && Date.now() < deadline) Bun.sleepSync(1)
   }
 
-  return { line, dropped: () => droppedTotal, flushSync }
+  return { line, dropped: () => dropped, flushSync }
 }

@@ -1,7 +1,5 @@
-/**
- * Bun's listener in front of the web handler, and its graceful drain.
- */
-import { Duration, Effect, Layer } from "effect"
+/** Bun's listener in front of the web handler, and its graceful drain. */
+import { Duration, Effect, Layer, Option, Schema } from "effect"
 import { type AppOptions, WebHandler, WebHandlerLive } from "../Http.js"
 import type { Server } from "../Serving/Server.js"
 import { idleTimeoutSeconds } from "./Deadlines.js"
@@ -27,25 +25,19 @@ export interface ListenOptions {
  */
 const closingWhileDraining = (handler: Server, draining: () => boolean) => {
   const close = (response: Response): Response => {
-    if (draining()) {
-      try {
-        response.headers.set("connection", "close")
-      } catch {
-        // immutable headers: Bun closes the connection when the listener stops
-      }
+    try {
+      response.headers.set("connection", "close")
+    } catch {
+      // immutable headers: Bun closes the connection when the listener stops
     }
     return response
   }
-  const wrap = (answer: (request: Request) => Response | Promise<Response>) =>
-  (
-    request: Request
-  ): Response | Promise<Response> => {
+  const wrap = (answer: (request: Request) => Response | Promise<Response>) => (request: Request) => {
     const response = answer(request)
     if (!draining()) return response
     return response instanceof Response ? close(response) : response.then(close)
   }
-  const routes: Record<string, (request: Request) => Response | Promise<Response>> = {}
-  for (const [path, answer] of Object.entries(handler.routes)) routes[path] = wrap(answer)
+  const routes = Object.fromEntries(Object.entries(handler.routes).map(([path, answer]) => [path, wrap(answer)]))
   return { routes, fetch: wrap(handler) }
 }
 
@@ -53,9 +45,7 @@ const closingWhileDraining = (handler: Server, draining: () => boolean) => {
  * The first line logged after SIGTERM/SIGINT: what happens next and how long it takes, and that a second signal (a
  * second Ctrl-C) stops the process at once (the runtime stops listening for signals once the first has come).
  */
-export const shuttingDownLine = (
-  options: { readonly shutdownDelay: Duration.Duration; readonly shutdownTimeout: Duration.Duration }
-): string => {
+const shuttingDownLine = (options: ListenOptions): string => {
   const finish = Duration.toMillis(options.shutdownTimeout) > 0
     ? `requests in flight get up to ${Duration.format(options.shutdownTimeout)} (SHUTDOWN_TIMEOUT) to finish`
     : "requests still in flight are cut off (SHUTDOWN_TIMEOUT=0)"
@@ -66,11 +56,9 @@ export const shuttingDownLine = (
 }
 
 /**
- * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503 at once and every answer closes its
- * connection, while the listener keeps serving for `shutdownDelay` (a load balancer polling `/readyz` stops sending
- * meanwhile); then it stops accepting, the requests in flight finish with their real answers (up to `shutdownTimeout`,
- * then the rest are cut off), and only then do the layers below it — the database among them — close. A connection's
- * idle timeout (which Bun also applies while a request is answered) is set past the request deadline.
+ * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503, it keeps serving for `shutdownDelay`,
+ * stops accepting, lets the requests in flight finish (up to `shutdownTimeout`), and only then do the layers below it,
+ * the database among them, close.
  */
 export const ListenerLive = (options: ListenOptions) =>
   Layer.scopedDiscard(Effect.gen(function*() {
@@ -91,7 +79,12 @@ export const ListenerLive = (options: ListenOptions) =>
             // Bodies are limited by the middleware (a JSON 413 past 64 KiB, read no further), not by Bun's bare 413.
             maxRequestBodySize: Number.MAX_SAFE_INTEGER
           }),
-        catch: (cause) => new ListenError({ host: options.host, port: options.port, cause })
+        catch: (cause) =>
+          new ListenError({
+            message: `Cannot listen on ${options.host}:${options.port} (HOST:PORT, or --host and --port): ${
+              String((cause as Error)?.message ?? cause)
+            }`
+          })
       }),
       (server) =>
         Effect.gen(function*() {
@@ -110,7 +103,7 @@ export const ListenerLive = (options: ListenOptions) =>
             Effect.interruptible,
             Effect.timeoutOption(options.shutdownTimeout)
           )
-          if (drained._tag === "None") {
+          if (Option.isNone(drained)) {
             yield* Effect.logWarning("shutdown timeout: cutting off the requests still in flight").pipe(
               Effect.annotateLogs("inFlight", server.pendingRequests)
             )
@@ -128,16 +121,7 @@ export const ListenerLive = (options: ListenOptions) =>
   }))
 
 /** The API's listener could not start; the message names the settings that chose its address. */
-export class ListenError extends Error {
-  readonly _tag = "ListenError"
-  constructor(options: { readonly host: string; readonly port: number; readonly cause: unknown }) {
-    super(
-      `Cannot listen on ${options.host}:${options.port} (HOST:PORT, or --host and --port): ${
-        String((options.cause as Error)?.message ?? options.cause)
-      }`
-    )
-  }
-}
+class ListenError extends Schema.TaggedError<ListenError>()("ListenError", { message: Schema.String }) {}
 
 /** The HTTP server: the listener in front of the application. Needs a SQL client. */
 export const HttpLive = (options: AppOptions & ListenOptions) =>

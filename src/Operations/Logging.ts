@@ -6,21 +6,6 @@ import { Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option } 
 import { logFormat, LogLevelConfig } from "../Config.js"
 import { makeLineWriter } from "./LineWriter.js"
 
-/** At most this much log (in characters) waits for a slow reader of stdout; past it, whole lines are dropped. */
-export const MAX_BUFFERED_LOG_CHARS = 8 * 1024 * 1024
-
-/**
- * JSON lines to stdout, whole, in order, in one write per turn of the event loop (a write per line cost more than the
- * rest of a request), waiting for a slow reader without holding the event loop (`LineWriter.ts`); whatever is pending
- * when the process exits is written then.
- */
-const stdout = makeLineWriter(1, { maxBufferedChars: MAX_BUFFERED_LOG_CHARS, exitWaitMs: 5000 })
-process.on("exit", stdout.flushSync)
-const stdoutLines = stdout.line
-
-/** How many log lines were dropped so far because stdout's reader was too slow (for a metric). */
-export const droppedLogLines = (): number => stdout.dropped()
-
 export interface RequestLogFields {
   readonly method: string
   readonly path: string
@@ -38,10 +23,10 @@ export type RequestLogWriter = (fields: RequestLogFields, annotations: Readonly<
  */
 export class RequestLog extends Context.Tag("Logging/RequestLog")<RequestLog, RequestLogWriter>() {}
 
-const writeRequestLine: RequestLogWriter = (fields, annotations) => {
+const requestLineTo = (line: (text: string) => void): RequestLogWriter => (fields, annotations) => {
   let annotated = ""
   for (const name in annotations) annotated += `${JSON.stringify(name)}:${JSON.stringify(annotations[name])},`
-  stdoutLines(
+  line(
     `{"message":"request","logLevel":"INFO","timestamp":"${
       new Date().toISOString()
     }","annotations":{${annotated}"method":${JSON.stringify(fields.method)},"path":${
@@ -87,16 +72,27 @@ export const withRequestAnnotations = <M, O>(logger: Logger.Logger<M, O>): Logge
     return { ...options, annotations }
   })
 
+/**
+ * JSON lines to stdout go through a `LineWriter`: whole, in order, in one write per turn of the event loop, waiting
+ * for a slow reader without holding the event loop; what is still queued when the logger is released is written then.
+ */
+const stdoutLines = Effect.acquireRelease(
+  Effect.sync(() => makeLineWriter(1, { maxBufferedChars: 8 * 1024 * 1024, exitWaitMs: 5000 })),
+  (writer) => Effect.sync(writer.flushSync)
+)
+
+/** The logger of `LOG_FORMAT` and `LOG_LEVEL`, writing to `target`. */
 export const LoggingLive = (target: "stdout" | "stderr") =>
-  Layer.unwrapEffect(Effect.gen(function*() {
+  Layer.unwrapScoped(Effect.gen(function*() {
     const format = yield* logFormat(target)
-    const level = yield* LogLevelConfig
-    const base = format === "json" ? Logger.jsonLogger : Logger.prettyLoggerDefault
-    const logger = format === "json"
-      ? (target === "stderr" ? Logger.withConsoleError(Logger.jsonLogger) : Logger.map(Logger.jsonLogger, stdoutLines))
-      : (target === "stderr" ? Logger.withConsoleError(Logger.prettyLogger({ stderr: true })) : base)
-    const configured = Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(level))
-    return format === "json" && target === "stdout"
-      ? Layer.merge(configured, Layer.succeed(RequestLog, writeRequestLine))
-      : configured
+    const level = Logger.minimumLogLevel(yield* LogLevelConfig)
+    const use = (logger: Logger.Logger<unknown, unknown>) =>
+      Layer.merge(Logger.replace(Logger.defaultLogger, logger), level)
+    if (format === "pretty") return use(Logger.prettyLogger({ stderr: target === "stderr" }))
+    if (target === "stderr") return use(Logger.withConsoleError(Logger.jsonLogger))
+    const stdout = yield* stdoutLines
+    return Layer.merge(
+      use(Logger.map(Logger.jsonLogger, stdout.line)),
+      Layer.succeed(RequestLog, requestLineTo(stdout.line))
+    )
   }))
