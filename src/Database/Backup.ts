@@ -4,23 +4,22 @@
  *
  * The snapshot is SQLite's `VACUUM INTO`, run on a read-only connection of this process: one read transaction, so the
  * copy is one committed state; in WAL mode a reader never blocks the server's writer, nor does the writer block it. The
- * copy goes to a temporary name beside FILE, is synced, and is renamed into place (the directory synced too).
+ * copy is put in place whole (`DurableFile.ts`).
  */
 import { FileSystem } from "@effect/platform"
 import { Database } from "bun:sqlite"
 import { Clock, Effect, Either, Option, Redacted, Schema } from "effect"
-import { dirname, resolve } from "node:path"
+import { resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
-import { codeOf, createTemporary, reasonOf, renameIntoPlace, temporaryBeside } from "./DurableFile.js"
+import { exists, reasonOf, writeWhole } from "./DurableFile.js"
 import { describeDatabase, isPostgresUrl } from "./Sql.js"
-import { currentUser, IN_MEMORY, sqliteFile } from "./SqliteFile.js"
+import { IN_MEMORY, sqliteFile } from "./SqliteFile.js"
 
 /** `backup` or `restore` asked of a PostgreSQL database, which has tools of its own. Exit code 2. */
 export class NotForPostgres extends Schema.TaggedError<NotForPostgres>()("NotForPostgres", {
   message: Schema.String
 }) {}
 
-/** The advice for PostgreSQL, by command. */
 const POSTGRES_TOOL = {
   backup: "back it up with pg_dump (e.g. pg_dump --format=custom), which takes a consistent snapshot while the " +
     "replicas keep writing, or with the server's own base backups",
@@ -72,59 +71,28 @@ export const openCatalogue = (file: string, what: string) =>
     (db) => Effect.sync(() => db.close())
   )
 
-/** The number of pets in a catalogue. */
 export const countPets = (db: Database) =>
   Effect.try({
     try: () => (db.query("SELECT count(*) AS pets FROM pets").get() as { pets: number }).pets,
     catch: (error) => new CommandFailed({ message: `cannot count the pets of ${db.filename}: ${reasonOf(error)}.` })
   })
 
-/**
- * Writes one committed state of `db` into `temporary`, an empty file: `VACUUM INTO`, in one read transaction. `target`,
- * where the copy is going, is named in messages.
- */
+/** Writes one committed state of `db` into `temporary`, an empty file, on its way to `target`. */
 export const snapshotInto = (db: Database, temporary: string, target: string) =>
   Effect.try({
     try: () => db.run("VACUUM INTO ?", [temporary]),
     catch: (error) => new CommandFailed({ message: `cannot write ${target}: ${reasonOf(error)}.` })
   })
 
-/** Why a file cannot be written at `target`: the directory is missing or closed to this user, or the device is full. */
-export const cannotWrite = (target: string) => (error: unknown) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const directory = dirname(target)
-    const code = codeOf(error)
-    const reason = code === "EACCES" || code === "EPERM"
-      ? `the user ${currentUser()} cannot write the directory ${directory}`
-      : code === "ENOENT" && !(yield* fs.exists(directory).pipe(Effect.orElseSucceed(() => false)))
-      ? `the directory ${directory} does not exist`
-      : code === "ENOENT"
-      ? `no file can be created in ${directory}`
-      : reasonOf(error)
-    return yield* new CommandFailed({ message: `cannot write ${target}: ${reason}.` })
-  })
-
-/** A backup that was written: where, from which database, how many pets, its size and how long it took. */
-export interface Written {
-  readonly path: string
-  readonly database: string
-  readonly pets: number
-  readonly bytes: number
-  readonly millis: number
-}
-
 /** Refuses a FILE that exists (unless `force`), that is a directory, or that is the database itself. */
 const checkTarget = (target: string, database: string, force: boolean) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const existing = yield* Effect.option(fs.stat(target))
-    if (existing._tag === "None") return
+    if (Option.isNone(existing)) return
     const stats = existing.value
     if (stats.type === "Directory") {
-      return yield* new CommandFailed({
-        message: `${target} is a directory; name a file, e.g. ${target}/backup.db.`
-      })
+      return yield* new CommandFailed({ message: `${target} is a directory; name a file, e.g. ${target}/backup.db.` })
     }
     const source = yield* Effect.option(fs.stat(database))
     const same = Option.isSome(source) && Option.isSome(source.value.ino) && Option.isSome(stats.ino) &&
@@ -135,7 +103,7 @@ const checkTarget = (target: string, database: string, force: boolean) =>
     if (!force) return yield* new CommandFailed({ message: `${target} exists; pass --force to replace it.` })
   })
 
-/** Writes a snapshot of the SQLite database `url` names to `file`. */
+/** Writes a snapshot of the SQLite database `database` names to `file`: where, how many pets, its size, how long. */
 export const backup = (options: {
   readonly database: Redacted.Redacted<string>
   readonly file: string
@@ -144,28 +112,25 @@ export const backup = (options: {
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const database = yield* sqliteFileOf("backup", options.database)
-    const target = resolve(options.file)
-    yield* checkTarget(target, database, options.force)
-    if (!(yield* fs.exists(database).pipe(Effect.orElseSucceed(() => false)))) {
+    const path = resolve(options.file)
+    yield* checkTarget(path, database, options.force)
+    if (!(yield* exists(database))) {
       return yield* new CommandFailed({
         message: `cannot read the database ${database}: there is no such file (DATABASE_URL or --database names it).`
       })
     }
     const started = yield* Clock.currentTimeMillis
-    const pets = yield* Effect.scoped(Effect.gen(function*() {
-      const db = yield* openCatalogue(database, "the database")
-      const temporary = temporaryBeside(target)
-      const file = yield* createTemporary(temporary).pipe(Effect.catchAll(cannotWrite(target)))
-      yield* snapshotInto(db, temporary, target)
-      const pets = yield* Effect.flatMap(openCatalogue(temporary, "the snapshot"), countPets)
-      yield* file.sync.pipe(Effect.catchAll(cannotWrite(target)))
-      yield* renameIntoPlace(temporary, target).pipe(Effect.catchAll(cannotWrite(target)))
-      return pets
-    }))
-    const bytes = yield* fs.stat(target).pipe(
-      Effect.map((stats) => Number(stats.size)),
-      Effect.mapError(() => new CommandFailed({ message: `cannot read ${target} back after writing it.` }))
+    const pets = yield* Effect.scoped(Effect.flatMap(openCatalogue(database, "the database"), (db) =>
+      writeWhole(path, (temporary) =>
+        Effect.zipRight(
+          snapshotInto(db, temporary, path),
+          Effect.scoped(Effect.flatMap(openCatalogue(temporary, "the snapshot"), countPets))
+        ))))
+    const bytes = yield* fs.stat(path).pipe(
+      Effect.map((stats) =>
+        Number(stats.size)
+      ),
+      Effect.mapError(() => new CommandFailed({ message: `cannot read ${path} back after writing it.` }))
     )
-    const millis = (yield* Clock.currentTimeMillis) - started
-    return { path: target, database, pets, bytes, millis } satisfies Written
+    return { path, database, pets, bytes, millis: (yield* Clock.currentTimeMillis) - started }
   })

@@ -1,17 +1,16 @@
 /**
  * `petstore restore FILE`: puts a snapshot (as `petstore backup` writes it) in place of the SQLite database, with the
  * service stopped. The snapshot must pass `PRAGMA integrity_check`; a database that another process has open (a
- * server) is refused, found by trying SQLite's exclusive lock on it. The snapshot is copied beside the database,
- * synced, the database's `-wal` and `-shm` files (which belong to the old database) are removed, and the copy is
- * renamed over the database.
+ * server) is refused. The snapshot is copied beside the database and synced, the database's `-wal` and `-shm` files
+ * (which belong to the old database) are removed, and the copy is renamed over the database.
  */
 import { FileSystem } from "@effect/platform"
 import { Database } from "bun:sqlite"
 import { Effect, Option, type Redacted } from "effect"
 import { resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
-import { cannotWrite, countPets, openCatalogue, snapshotInto, sqliteFileOf } from "./Backup.js"
-import { codeOf, createTemporary, reasonOf, renameIntoPlace, temporaryBeside } from "./DurableFile.js"
+import { countPets, openCatalogue, snapshotInto, sqliteFileOf } from "./Backup.js"
+import { cannotWrite, codeOf, exists, reasonOf, writeWhole } from "./DurableFile.js"
 import { isBusy } from "./SqliteWriter.js"
 
 /**
@@ -23,10 +22,11 @@ const refuseWhileOpen = (database: string) =>
     try: () => {
       const db = new Database(database, { readwrite: true, create: false })
       try {
-        db.run("PRAGMA busy_timeout = 0")
-        db.run("PRAGMA locking_mode = EXCLUSIVE")
-        db.run("BEGIN EXCLUSIVE")
-        db.run("COMMIT")
+        for (
+          const statement of ["PRAGMA busy_timeout = 0", "PRAGMA locking_mode = EXCLUSIVE", "BEGIN EXCLUSIVE", "COMMIT"]
+        ) {
+          db.run(statement)
+        }
       } finally {
         db.close()
       }
@@ -39,11 +39,10 @@ const refuseWhileOpen = (database: string) =>
       })
   })
 
-/** The integrity of a snapshot, checked before it replaces anything. */
 const checkIntegrity = (db: Database, file: string) =>
   Effect.flatMap(
     Effect.try({
-      try: () => (db.query("PRAGMA integrity_check").all() as Array<{ integrity_check: string }>),
+      try: () => db.query("PRAGMA integrity_check").all() as Array<{ integrity_check: string }>,
       catch: (error) => new CommandFailed({ message: `cannot check ${file}: ${reasonOf(error)}.` })
     }),
     (rows) =>
@@ -62,7 +61,7 @@ const keepOwnerAndMode = (database: string, temporary: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const old = yield* Effect.option(fs.stat(database))
-    if (old._tag === "None") return
+    if (Option.isNone(old)) return
     const { gid, mode, uid } = old.value
     yield* fs.chmod(temporary, mode & 0o777)
     if (process.getuid?.() === 0 && Option.isSome(uid) && Option.isSome(gid)) {
@@ -70,49 +69,40 @@ const keepOwnerAndMode = (database: string, temporary: string) =>
     }
   }).pipe(Effect.catchAll(cannotWrite(database)))
 
-/** What a restore put in place: the database's path, the snapshot it came from, and its number of pets. */
-export interface Restored {
-  readonly path: string
-  readonly snapshot: string
-  readonly pets: number
-}
-
+/** Puts the snapshot `file` in place of the database: the database's path, the snapshot's, its number of pets. */
 export const restore = (options: { readonly database: Redacted.Redacted<string>; readonly file: string }) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const database = yield* sqliteFileOf("restore", options.database)
+    const path = yield* sqliteFileOf("restore", options.database)
     const snapshot = resolve(options.file)
-    if (snapshot === database) {
+    if (snapshot === path) {
       return yield* new CommandFailed({ message: `${snapshot} is the database itself; name a snapshot.` })
     }
-    const exists = (path: string) => fs.exists(path).pipe(Effect.orElseSucceed(() => false))
     if (!(yield* exists(snapshot))) {
       return yield* new CommandFailed({ message: `cannot read the snapshot ${snapshot}: there is no such file.` })
     }
-    const present = yield* exists(database)
-    if (present) yield* refuseWhileOpen(database)
+    const present = yield* exists(path)
+    if (present) yield* refuseWhileOpen(path)
+    const removeOld = (file: string) =>
+      fs.remove(file).pipe(Effect.catchAll((error) =>
+        codeOf(error) === "ENOENT" ? Effect.void : new CommandFailed({
+          message: `cannot remove ${file}, which belongs to the old database: ${reasonOf(error)}.`
+        })
+      ))
     const pets = yield* Effect.scoped(Effect.gen(function*() {
       const db = yield* openCatalogue(snapshot, "the snapshot")
       yield* checkIntegrity(db, snapshot)
       const pets = yield* countPets(db)
-      const temporary = temporaryBeside(database)
-      const file = yield* createTemporary(temporary).pipe(Effect.catchAll(cannotWrite(database)))
-      yield* snapshotInto(db, temporary, database)
-      yield* keepOwnerAndMode(database, temporary)
-      yield* file.sync.pipe(Effect.catchAll(cannotWrite(database)))
-      // Checked again just before the old database goes: a server may have started meanwhile.
-      if (present) yield* refuseWhileOpen(database)
-      for (const suffix of ["-wal", "-shm"]) {
-        yield* fs.remove(`${database}${suffix}`).pipe(
-          Effect.catchAll((error) =>
-            codeOf(error) === "ENOENT" ? Effect.void : new CommandFailed({
-              message: `cannot remove ${database}${suffix}, which belongs to the old database: ${reasonOf(error)}.`
-            })
-          )
+      yield* writeWhole(
+        path,
+        (temporary) => Effect.zipRight(snapshotInto(db, temporary, path), keepOwnerAndMode(path, temporary)),
+        // Checked again just before the old database goes: a server may have started meanwhile.
+        Effect.zipRight(
+          present ? refuseWhileOpen(path) : Effect.void,
+          Effect.zipRight(removeOld(`${path}-wal`), removeOld(`${path}-shm`))
         )
-      }
-      yield* renameIntoPlace(temporary, database).pipe(Effect.catchAll(cannotWrite(database)))
+      )
       return pets
     }))
-    return { path: database, snapshot, pets } satisfies Restored
+    return { path, snapshot, pets }
   })
