@@ -9,7 +9,7 @@
 import { type Migrator, type SqlClient, SqlError } from "@effect/sql"
 import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { Observability, type PoolState } from "../Observability/Hooks.js"
-import { MigrationsLive } from "./migrations/index.js"
+import { MigrationsLive } from "./Migrations.js"
 import type { PostgresTimeouts } from "./Sql.js"
 
 /** The start-up gave up: PostgreSQL did not answer in time. The message names the server, never the password. */

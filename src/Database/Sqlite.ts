@@ -9,7 +9,7 @@ import { SqlClient, SqlError } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-bun"
 import { Database } from "bun:sqlite"
 import { Context, type Duration, Effect, Either, Layer } from "effect"
-import { MigrationsLive } from "./migrations/index.js"
+import { MigrationsLive } from "./Migrations.js"
 import { explainingOpenFailures, IN_MEMORY, sqliteFile } from "./SqliteFile.js"
 import * as SqliteWriter from "./SqliteWriter.js"
 

@@ -1,10 +1,10 @@
 /**
  * The repositories' statements, written once for both backends (SQL text with `?` placeholders), and the service that
- * runs them where each backend wants them run: through `@effect/sql`'s client on PostgreSQL and on an in-memory SQLite
- * database (the client writes its dialect's placeholders); on a SQLite file, as `bun:sqlite` statements prepared once,
- * the reads on the reading connection (`Sqlite.ts`), the writes as units of the group-commit writer (`SqliteWriter.ts`).
- * The file keeps its own path because a read through `@effect/sql` (a statement compiled, a span and a semaphore per
- * query) costs a request far more than the 10 % a hand-written path has to save (`npm run bench:cpu`).
+ * runs them: through `@effect/sql`'s client on PostgreSQL and on an in-memory SQLite database (the client writes its
+ * dialect's placeholders); on a SQLite file, as `bun:sqlite` statements prepared once, the reads on the reading
+ * connection (`Sqlite.ts`), the writes as units of the group-commit writer (`SqliteWriter.ts`). The file keeps its own
+ * path because a read through `@effect/sql` (a statement compiled, a span and a semaphore per query) costs a request
+ * several times the CPU (`npm run bench:cpu`).
  * Rows are as the drivers give them, which are the rows' types: NOT NULL and CHECK constraints hold the columns, and
  * PostgreSQL's BIGINTs are read as numbers (`Postgres.ts`).
  */
@@ -18,25 +18,26 @@ import { SqliteWriter, type Writer } from "./SqliteWriter.js"
 /** A statement: its text, the values its placeholders take, the rows it returns. */
 export interface Statement<Row, Params extends ReadonlyArray<unknown>> {
   readonly text: string
-  /** Its first word (`SELECT`, `INSERT`, `UPDATE`) and its table, as observability names it. */
-  readonly operation: string
-  readonly collection: string
   /** The text around the placeholders, as a template literal's strings (for `@effect/sql`'s compiler). */
   readonly strings: TemplateStringsArray
+  /** As observability names it: its first word (`SELECT`, `INSERT`, `UPDATE`) and its table. */
+  readonly operation: string
+  readonly collection: string
   /** Never set: carries the types of the rows and the values. */
   readonly types?: { readonly row: Row; readonly params: Params }
 }
 
+/** A statement on `collection`: by default the table its text names first (after FROM, INTO or UPDATE). */
 export const statement = <Row = never, Params extends ReadonlyArray<unknown> = []>(
-  collection: string,
-  text: string
+  text: string,
+  collection = /\b(?:FROM|INTO|UPDATE)\s+(\w+)/i.exec(text)?.[1] ?? ""
 ): Statement<Row, Params> => {
   const strings = text.split("?")
   const operation = text.slice(0, text.indexOf(" "))
-  return { text, operation, collection, strings: Object.assign(strings, { raw: strings }) }
+  return { text, strings: Object.assign(strings, { raw: strings }), operation, collection }
 }
 
-/** Runs a statement and hands its rows to `f` (by default: the rows), in the statement's own step: a read is one step. */
+/** Runs a statement and hands its rows to `f` (by default: the rows), in the statement's own step. */
 export interface Query {
   <Row, Params extends ReadonlyArray<unknown>>(
     statement: Statement<Row, Params>,
@@ -71,8 +72,8 @@ const failed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Fail
 
 /** Transaction-scoped, so it goes with the transaction whatever happens; a 64-bit hash of the name names it. */
 const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
-  "advisory_locks",
-  `SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked`
+  `SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked`,
+  "advisory_locks"
 )
 
 /** `make` of each statement, made at its first use. */
@@ -129,12 +130,10 @@ const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks
       describe(statement),
       Effect.map(sql(statement.strings, ...params as Array<never>), (rows) => f(rows as Array<unknown>))
     )) satisfies Run as Query
-  const inTransaction: Transaction = {
-    query,
-    tryLock: system === "postgresql"
-      ? (name) => query(TRY_LOCK, [name], (rows) => rows[0]?.locked === true)
-      : () => Effect.succeed(true)
-  }
+  const tryLock = system === "postgresql"
+    ? (name: string) => query(TRY_LOCK, [name], (rows) => rows[0]?.locked === true)
+    : () => Effect.succeed(true)
+  const inTransaction: Transaction = { query, tryLock }
   return {
     system,
     query,
