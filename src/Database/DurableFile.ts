@@ -6,7 +6,6 @@ import { FileSystem } from "@effect/platform"
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
-import { userInfo } from "node:os"
 import { basename, dirname, join } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
 
@@ -69,12 +68,7 @@ export const accountOf = (uid: number): string => {
 /** The user this process runs as, for messages: `petstore (uid 10001)`. */
 export const currentUser = (): string => {
   const uid = process.getuid?.()
-  if (uid !== undefined) return accountOf(uid)
-  try {
-    return userInfo().username
-  } catch {
-    return "this process's user"
-  }
+  return uid === undefined ? "this process's user" : accountOf(uid)
 }
 
 export const exists = (path: string) =>

@@ -1,10 +1,9 @@
 /**
- * The PostgreSQL backend: `@effect/sql-pg`'s client on a `pg` pool made here — the one `@effect/sql-pg` would make (same
- * options, same first `SELECT 1` within the connect timeout, the same bounded `end`), with statement timeouts and
- * BIGINTs read as numbers — so that its state is reported to the metrics (`db_client_connection_*`) when they are on.
- * Connections that fail are replaced, so the service recovers by itself once the database is back; until then a
- * statement fails within the timeouts (a 503 for the client). At start-up an unreachable database is retried, once a
- * second, for the start-up timeout; then the layer fails naming the server, never the password.
+ * The PostgreSQL backend: `@effect/sql-pg`'s client on a `pg` pool made here as `@effect/sql-pg` would make it, with
+ * statement timeouts and BIGINTs read as numbers, so that its state can be reported (`db_client_connection_*`).
+ * Connections that fail are replaced: the service recovers by itself once the database is back, and until then a
+ * statement fails within the timeouts (a 503). At start-up an unreachable database is retried, once a second, for the
+ * start-up timeout; then the layer fails naming the server, never the password.
  */
 import { type Migrator, type SqlClient, SqlError } from "@effect/sql"
 import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
@@ -48,14 +47,13 @@ const withStatementTimeouts = (url: string, timeout: Duration.Duration): string 
 }
 
 /** What of `pg` is used here (it ships no type declarations). */
-interface PgPool extends PoolState {
-  readonly options: { readonly max?: number }
-  query(text: string): Promise<unknown>
-  end(): Promise<void>
-  on(event: "error", listener: (error: unknown) => void): void
-}
 interface Pg {
-  readonly Pool: new(options: object) => PgPool
+  readonly Pool: new(options: object) => PoolState & {
+    readonly options: { readonly max?: number }
+    query(text: string): Promise<unknown>
+    end(): Promise<void>
+    on(event: "error", listener: (error: unknown) => void): void
+  }
   readonly types: { getTypeParser(oid: number, format?: string): (value: string) => unknown }
 }
 

@@ -38,17 +38,11 @@ export const statement = <Row = never, Params extends ReadonlyArray<unknown> = [
 }
 
 /** Runs a statement and hands its rows to `f` (by default: the rows), in the statement's own step. */
-export interface Query {
-  <Row, Params extends ReadonlyArray<unknown>>(
-    statement: Statement<Row, Params>,
-    params: Params
-  ): Effect.Effect<Array<Row>, SqlError.SqlError>
-  <Row, Params extends ReadonlyArray<unknown>, A>(
-    statement: Statement<Row, Params>,
-    params: Params,
-    f: (rows: Array<Row>) => A
-  ): Effect.Effect<A, SqlError.SqlError>
-}
+export type Query = <Row, Params extends ReadonlyArray<unknown>, A = Array<Row>>(
+  statement: Statement<Row, Params>,
+  params: Params,
+  f?: (rows: Array<Row>) => A
+) => Effect.Effect<A, SqlError.SqlError>
 
 export interface Transaction {
   readonly query: Query
