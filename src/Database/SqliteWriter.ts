@@ -53,7 +53,9 @@ export const isBusy = (cause: unknown): boolean => {
 }
 
 const failedWith = (message: string) => (cause: unknown) => new SqlError.SqlError({ cause, message })
+export const statementFailed = failedWith("Failed to execute statement")
 const closedError = () => failedWith("The database is closed")(new Error("closed"))
+const stayedBusy = failedWith("The database stayed busy past DB_QUERY_TIMEOUT")
 
 /** The writer on a connection of its own (WAL already on); a unit waits for a busy database up to `timeout`. */
 export const makeWriter = (database: Database, timeout: Duration.Duration): Writer & { readonly close: () => void } => {
@@ -62,14 +64,9 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
   database.run("PRAGMA synchronous = NORMAL")
   const walSync = makeWalSync(database.filename)
   const timeoutMs = Duration.toMillis(timeout)
-  const [begin, commit, rollback, savepoint, release, rollbackUnit] = [
-    "BEGIN IMMEDIATE",
-    "COMMIT",
-    "ROLLBACK",
-    "SAVEPOINT unit",
-    "RELEASE unit",
-    "ROLLBACK TO unit"
-  ].map((text) => database.prepare(text))
+  const prepare = (text: string) => database.prepare(text)
+  const [begin, commit, rollback] = ["BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"].map(prepare)
+  const [savepoint, release, rollbackUnit] = ["SAVEPOINT unit", "RELEASE unit", "ROLLBACK TO unit"].map(prepare)
 
   let queue: Array<Pending> = []
   let scheduled = false
@@ -110,11 +107,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
         kept.push(pending)
         nearest = Math.min(nearest, pending.deadline - now)
       } else {
-        pending.resume(Effect.fail(
-          failedWith("The database stayed busy past DB_QUERY_TIMEOUT")(
-            new Error("database is locked")
-          )
-        ))
+        pending.resume(Effect.fail(stayedBusy(new Error("database is locked"))))
       }
     }
     queue = kept
@@ -162,9 +155,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
         results[i] = Exit.succeed(batch[i].unit())
         release.run()
       } catch (cause) {
-        results[i] = Exit.fail(
-          cause instanceof SqlError.SqlError ? cause : failedWith("Failed to execute statement")(cause)
-        )
+        results[i] = Exit.fail(cause instanceof SqlError.SqlError ? cause : statementFailed(cause))
         // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction back: then nothing of the
         // batch is stored, and the following units must not run outside it (a SAVEPOINT would start another one).
         try {

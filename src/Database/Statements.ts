@@ -13,7 +13,7 @@ import type { Database } from "bun:sqlite"
 import { Cause, Effect, Exit, Option, Runtime } from "effect"
 import { type Statement as Observed, type StatementHooks, statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "./Sqlite.js"
-import { SqliteWriter, type Writer } from "./SqliteWriter.js"
+import { SqliteWriter, statementFailed, type Writer } from "./SqliteWriter.js"
 
 /** A statement: its text, the values its placeholders take, the rows it returns. */
 export interface Statement<Row, Params extends ReadonlyArray<unknown>> {
@@ -54,6 +54,17 @@ export interface Transaction {
   readonly tryLock: (name: string) => Effect.Effect<boolean, SqlError.SqlError>
 }
 
+/** The statements of a backend. */
+interface Runner {
+  readonly system: Observed["system"]
+  /** Runs one statement: a `SELECT` reads; any other writes, committed (durably) before it succeeds. */
+  readonly query: Query
+  /** Runs `body`'s statements in one transaction, committed (durably) before it succeeds, rolled back if it fails. */
+  readonly transaction: <A>(
+    body: (tx: Transaction) => Effect.Effect<A, SqlError.SqlError>
+  ) => Effect.Effect<A, SqlError.SqlError>
+}
+
 type AnyStatement = Statement<any, any>
 /** A `Query` as its implementations see it. */
 type Run = (
@@ -62,7 +73,6 @@ type Run = (
   f?: (rows: Array<unknown>) => unknown
 ) => Effect.Effect<unknown, SqlError.SqlError>
 const identity = (rows: Array<unknown>) => rows
-const failed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
 /** Transaction-scoped, so it goes with the transaction whatever happens; a 64-bit hash of the name names it. */
 const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
@@ -84,7 +94,7 @@ const describer = (system: Observed["system"]) =>
   perStatement(({ collection, operation, text }): Observed => ({ system, operation, collection, text }))
 
 /** A SQLite file: reads on the reading connection; writes, and every statement of a transaction, on the writer's. */
-const onFile = (reader: Database, writer: Writer, { observeStatement, runStatement }: StatementHooks) => {
+const onFile = (reader: Database, writer: Writer, { observeStatement, runStatement }: StatementHooks): Runner => {
   const describe = describer("sqlite")
   const on = (database: Database) => {
     const prepare = perStatement((statement) => database.prepare(statement.text))
@@ -95,28 +105,31 @@ const onFile = (reader: Database, writer: Writer, { observeStatement, runStateme
   const onWriter = on(writer.database)
   const query: Run = (statement, params, f = identity) =>
     statement.operation === "SELECT"
-      ? runStatement(describe(statement), onReader(statement, params, f), failed)
+      ? runStatement(describe(statement), onReader(statement, params, f), statementFailed)
       : observeStatement(describe(statement), writer.write(onWriter(statement, params, f)))
   const inTransaction: Transaction = {
     query:
       ((statement, params, f = identity) =>
-        runStatement(describe(statement), onWriter(statement, params, f), failed)) satisfies Run as Query,
+        runStatement(describe(statement), onWriter(statement, params, f), statementFailed)) satisfies Run as Query,
     tryLock: (name) => Effect.sync(() => writer.tryLock(name))
   }
   // A unit of the writer is synchronous: the body, whose statements are too, is run to its end inside it, with the
   // caller's context (its span, its log annotations, its services).
-  const transaction = <A>(body: (transaction: Transaction) => Effect.Effect<A, SqlError.SqlError>) =>
-    Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-      writer.write(() => {
-        const exit = Runtime.runSyncExit(runtime)(body(inTransaction))
-        if (Exit.isSuccess(exit)) return exit.value
-        throw Cause.squash(exit.cause)
-      }))
-  return { system: "sqlite" as const, query: query as Query, transaction }
+  return {
+    system: "sqlite",
+    query: query as Query,
+    transaction: (body) =>
+      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+        writer.write(() => {
+          const exit = Runtime.runSyncExit(runtime)(body(inTransaction))
+          if (Exit.isSuccess(exit)) return exit.value
+          throw Cause.squash(exit.cause)
+        }))
+  }
 }
 
 /** `@effect/sql`'s client: PostgreSQL, or a SQLite database in memory. */
-const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks) => {
+const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks): Runner => {
   const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
   const describe = describer(system)
   const query = ((statement, params, f = identity) =>
@@ -128,12 +141,7 @@ const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks
     ? (name: string) => query(TRY_LOCK, [name], (rows) => rows[0]?.locked === true)
     : () => Effect.succeed(true)
   const inTransaction: Transaction = { query, tryLock }
-  return {
-    system,
-    query,
-    transaction: <A>(body: (transaction: Transaction) => Effect.Effect<A, SqlError.SqlError>) =>
-      sql.withTransaction(body(inTransaction))
-  }
+  return { system, query, transaction: (body) => sql.withTransaction(body(inTransaction)) }
 }
 
 export class Statements extends Effect.Service<Statements>()("Statements", {
@@ -142,17 +150,8 @@ export class Statements extends Effect.Service<Statements>()("Statements", {
     const reader = yield* Effect.serviceOption(SqliteDatabase)
     const writer = yield* Effect.serviceOption(SqliteWriter)
     const hooks = yield* statementHooks
-    const statements: {
-      readonly system: Observed["system"]
-      /** Runs one statement: a `SELECT` reads; any other writes, committed (durably) before it succeeds. */
-      readonly query: Query
-      /** Runs `body`'s statements in one transaction, committed (durably) before it succeeds, rolled back if it fails. */
-      readonly transaction: <A>(
-        body: (transaction: Transaction) => Effect.Effect<A, SqlError.SqlError>
-      ) => Effect.Effect<A, SqlError.SqlError>
-    } = Option.isSome(reader) && Option.isSome(writer)
+    return Option.isSome(reader) && Option.isSome(writer)
       ? onFile(reader.value, writer.value, hooks)
       : onClient(sql, hooks)
-    return statements
   })
 }) {}
