@@ -32,20 +32,6 @@ export const serverOf = (url: string): string => {
   return `${host}:${parsed.port || "5432"}/${decoded(parsed.pathname.slice(1))}`
 }
 
-/**
- * The URL with the timeouts of every connection, unless the operator's URL sets them: `statement_timeout` (the server
- * cancels a statement that runs longer) and `query_timeout` (the client stops waiting for an answer that does not come,
- * a little later, for a server that has gone silent).
- */
-const withStatementTimeouts = (url: string, timeout: Duration.Duration): string => {
-  const at = url.indexOf("?")
-  const params = new URLSearchParams(at === -1 ? "" : url.slice(at + 1))
-  const millis = Math.max(1, Math.round(Duration.toMillis(timeout)))
-  if (!params.has("statement_timeout")) params.set("statement_timeout", String(millis))
-  if (!params.has("query_timeout")) params.set("query_timeout", String(millis + 1000))
-  return `${at === -1 ? url : url.slice(0, at)}?${params}`
-}
-
 /** What of `pg` is used here (it ships no type declarations). */
 interface Pg {
   readonly Pool: new(options: object) => PoolState & {
@@ -64,10 +50,15 @@ const pool = (url: string, timeouts: PostgresTimeouts) =>
     const { default: { Pool, types } }: { default: Pg } = yield* Effect.promise(() => import("pg"))
     const pool = yield* Effect.acquireRelease(
       Effect.sync(() => {
+        const queryMillis = Math.max(1, Math.round(Duration.toMillis(timeouts.query)))
         const pool = new Pool({
-          connectionString: withStatementTimeouts(url, timeouts.query),
+          connectionString: url,
           connectionTimeoutMillis: Duration.toMillis(timeouts.connect),
           application_name: "petstore",
+          // Unless the URL sets them: the server cancels a statement that runs longer, and the client stops waiting,
+          // a little later, for a server that has gone silent.
+          statement_timeout: queryMillis,
+          query_timeout: queryMillis + 1000,
           // BIGINTs (oid 20) as numbers: the ids and times stored in them stay below 2^53, so rows come as SQLite's do.
           types: {
             getTypeParser: (oid: number, format?: string) => oid === 20 ? Number : types.getTypeParser(oid, format)
