@@ -9,12 +9,7 @@ import { readFileSync } from "node:fs"
 import { basename, dirname, join } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
 
-type Failure = {
-  readonly cause?: unknown
-  readonly code?: unknown
-  readonly message?: unknown
-  readonly name?: unknown
-}
+type Failure = Partial<Readonly<Record<"cause" | "code" | "message" | "name", unknown>>>
 
 /** The first thing `pick` finds along a failure's chain of causes. */
 export const findInCauses = <A>(pick: (error: Failure) => A | undefined) => (failure: unknown): A | undefined => {

@@ -14,25 +14,19 @@ import type { DatabaseFileError } from "./SqliteFile.js"
 /** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
 export const DatabaseUrl = Config.redacted("DATABASE_URL").pipe(Config.withDefault(Redacted.make("petstore.db")))
 
-/**
- * How long the database may take: to open a connection (PostgreSQL; also the longest wait for a connection of the
- * pool), to answer a statement (on SQLite: how long a write waits for a busy database), to become reachable at
- * start-up (PostgreSQL).
- */
-export interface PostgresTimeouts {
-  readonly connect: Duration.Duration
-  readonly query: Duration.Duration
-  readonly startup: Duration.Duration
-}
-
-/** `DB_QUERY_TIMEOUT`, the one timeout SQLite uses too. */
+/** `DB_QUERY_TIMEOUT`, how long a statement may take (on SQLite: how long a write waits for a busy database). */
 const QueryTimeoutConfig = positiveDuration("DB_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5)))
 
-export const PostgresTimeoutsConfig: Config.Config<PostgresTimeouts> = Config.all({
+/**
+ * How long PostgreSQL may take: to open a connection (also the longest wait for a connection of the pool), to answer a
+ * statement, to become reachable at start-up.
+ */
+export const PostgresTimeoutsConfig = Config.all({
   connect: positiveDuration("DB_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
   query: QueryTimeoutConfig,
   startup: duration("DB_STARTUP_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
 })
+export type PostgresTimeouts = Config.Config.Success<typeof PostgresTimeoutsConfig>
 
 export const isPostgresUrl = (url: string): boolean => /^postgres(?:ql)?:\/\//i.test(url)
 
