@@ -57,24 +57,19 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
       orElse: () => Effect.void
     })),
   /**
-   * The record of a create sent with an `Idempotency-Key` lives in the row of the pet it created: the key, the API key
-   * whose it is (`idempotency_scope`) and when it expires (milliseconds since the epoch); the answer a retry gets is the
-   * row itself, which never changes once written. So a create with a key writes one row, with one unique index more.
-   * The unique index is partial (only rows that hold a key) and names the key first, the column that tells keys apart;
-   * the second partial index finds expired records for the pruner. The old records move to the pets their `Location`
-   * names.
+   * The record of a create sent with an `Idempotency-Key` lives in the row of the pet it created (which never changes
+   * once written): the key, the API key whose it is (`idempotency_scope`), when it expires (milliseconds since the
+   * epoch). Both indexes are partial (only rows that hold a key); the unique one names the key first, the column that
+   * tells keys apart; the other finds expired records for the pruner.
    */
   "0005_idempotency_in_pets": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`ALTER TABLE pets ADD COLUMN idempotency_key TEXT`
     yield* sql`ALTER TABLE pets ADD COLUMN idempotency_scope TEXT`
     yield* sql.unsafe(`ALTER TABLE pets ADD COLUMN idempotency_expires_at ${bigint(sql)}`)
-    yield* sql`UPDATE pets SET
-        idempotency_key = records.idempotency_key,
-        idempotency_scope = records.scope,
+    yield* sql`UPDATE pets SET idempotency_key = records.idempotency_key, idempotency_scope = records.scope,
         idempotency_expires_at = records.expires_at
-      FROM idempotency_keys AS records
-      WHERE records.location = '/v1/pets/' || pets.id`
+      FROM idempotency_keys AS records WHERE records.location = '/v1/pets/' || pets.id`
     yield* sql`CREATE UNIQUE INDEX pets_idempotency_key ON pets (idempotency_key, idempotency_scope)
       WHERE idempotency_key IS NOT NULL`
     yield* sql`CREATE INDEX pets_idempotency_expires_at ON pets (idempotency_expires_at)
