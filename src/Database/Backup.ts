@@ -13,7 +13,7 @@
  */
 import { FileSystem } from "@effect/platform"
 import { Database } from "bun:sqlite"
-import { Clock, Effect, Either, Option, Redacted, Schema } from "effect"
+import { Clock, Effect, Option, Redacted, Schema } from "effect"
 import { resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
 import { cannotWrite, codeOf, exists, reasonOf, writeWhole } from "./DurableFile.js"
@@ -44,7 +44,7 @@ const sqliteFileOf = (command: "backup" | "restore", url: Redacted.Redacted<stri
           }.`
       })
     }
-    const file = yield* Either.match(sqliteFile(value), { onLeft: Effect.fail, onRight: Effect.succeed })
+    const file = yield* sqliteFile(value)
     if (file === IN_MEMORY) {
       return yield* new CommandFailed({
         message: `DATABASE_URL is ${value}, a database that lives inside one process only: there is no file to ${
