@@ -50,23 +50,16 @@ export const sqliteFile = (url: string): Either.Either<string, DatabaseFileError
   return path === "" ? refuse("it names no file") : Either.right(path)
 }
 
-/** A path's status, or why there is none: `ENOENT` (nothing there), `EACCES` (a directory above it is closed to us)… */
-const statOf = (path: string): Stats | string => {
+/** What `f` returns, or the code of the error it throws (`ENOENT`, `EACCES`, `EROFS`…). */
+const orCode = <A>(f: () => A): A | string => {
   try {
-    return statSync(path)
+    return f()
   } catch (error) {
-    return codeOf(error) ?? "ENOENT"
+    return codeOf(error) ?? "unknown"
   }
 }
 
-const can = (path: string, mode: number): boolean => {
-  try {
-    accessSync(path, mode)
-    return true
-  } catch {
-    return false
-  }
-}
+const can = (path: string, mode: number) => orCode(() => (accessSync(path, mode), true)) === true
 
 const owner = (stats: Stats) =>
   `it belongs to ${accountOf(stats.uid)}, mode ${(stats.mode & 0o777).toString(8).padStart(4, "0")}`
@@ -84,11 +77,8 @@ const VIRTUAL_FILE_SYSTEMS: Record<number, string> = {
 }
 
 const virtualFileSystemOf = (directory: string): string | undefined => {
-  try {
-    return VIRTUAL_FILE_SYSTEMS[statfsSync(directory).type]
-  } catch {
-    return undefined
-  }
+  const type = orCode(() => statfsSync(directory).type)
+  return typeof type === "number" ? VIRTUAL_FILE_SYSTEMS[type] : undefined
 }
 
 /**
@@ -97,14 +87,11 @@ const virtualFileSystemOf = (directory: string): string | undefined => {
  */
 const creationRefused = (directory: string): string | undefined => {
   const probe = join(directory, `.petstore-probe-${process.pid}`)
-  try {
+  const refused = orCode<undefined>(() => {
     closeSync(openSync(probe, "wx"))
     unlinkSync(probe)
-    return undefined
-  } catch (error) {
-    const code = codeOf(error) ?? "unknown"
-    return code === "EEXIST" ? undefined : code
-  }
+  })
+  return refused === "EEXIST" ? undefined : refused
 }
 
 const WRITABLE_DISK = "Set DATABASE_URL to a file on a writable disk, for example /data/petstore.db or ./petstore.db."
@@ -113,8 +100,8 @@ const WRITABLE_DISK = "Set DATABASE_URL to a file on a writable disk, for exampl
 export const diagnose = (path: string, reason: string): string => {
   const file = resolve(path)
   const directory = dirname(file)
-  const directoryStats = statOf(directory)
-  const fileStats = statOf(file)
+  const directoryStats = orCode(() => statSync(directory))
+  const fileStats = orCode(() => statSync(file))
   const user = currentUser()
   const giveAccess = `Run petstore as its owner, or give ${user} write access to it (chown or chmod).`
   if (directoryStats === "ENOENT" || directoryStats === "ENOTDIR") {
