@@ -14,16 +14,10 @@
 import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, statSync } from "node:fs"
 import { dirname } from "node:path"
 
-export interface WalSync {
-  /** Calls `done` once everything committed before this call is on disk (with the error when the sync failed). */
-  readonly afterSync: (done: (error: Error | null) => void) => void
-  readonly close: () => void
-}
-
 /** How many syncs may run at once; the commits made while all of them run share the next. */
 const MAX_SYNCS_AT_ONCE = 4
 
-export const makeWalSync = (databaseFile: string): WalSync => {
+export const makeWalSync = (databaseFile: string) => {
   const walFile = `${databaseFile}-wal`
   let fd: number | undefined
   let inode = -1
@@ -66,7 +60,8 @@ export const makeWalSync = (databaseFile: string): WalSync => {
   }
 
   return {
-    afterSync: (done) => {
+    /** Calls `done` once everything committed before this call is on disk (with the error when the sync failed). */
+    afterSync: (done: (error: Error | null) => void) => {
       waiting.push(done)
       if (running < MAX_SYNCS_AT_ONCE) start()
     },

@@ -197,17 +197,19 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
       })
     })
 
+  /** Fails the units still queued, then closes the connection. */
   const close = () => {
     closed = true
     if (retryTimer !== undefined) clearTimeout(retryTimer)
     failAll(queue.splice(0), closedError())
     walSync.close()
+    database.close()
   }
 
   return { database, write, tryLock, close }
 }
 
-/** The writer on its own connection to `filename`, closed with the layer after the units still queued have failed. */
+/** The writer on its own connection to `filename`, closed with the layer. */
 export const layer = (filename: string, timeout: Duration.Duration): Layer.Layer<SqliteWriter, SqlError.SqlError> =>
   Layer.scoped(
     SqliteWriter,
@@ -216,10 +218,6 @@ export const layer = (filename: string, timeout: Duration.Duration): Layer.Layer
         try: () => makeWriter(new Database(filename, { readwrite: true, create: false }), timeout),
         catch: failedWith(`Failed to open ${filename}`)
       }),
-      (writer) =>
-        Effect.sync(() => {
-          writer.close()
-          writer.database.close()
-        })
+      (writer) => Effect.sync(writer.close)
     )
   )
