@@ -13,8 +13,7 @@ import { spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { backup } from "../src/Database/Backup.js"
-import { restore } from "../src/Database/Restore.js"
+import { backup, restore } from "../src/Database/Backup.js"
 import { tempDatabaseFile } from "./support/files.js"
 
 const PETS = 250

@@ -11,13 +11,9 @@ import { statement, Statements } from "../src/Database/Statements.js"
 import { describeBackends } from "./support/backends.js"
 
 const INSERT = statement<{ readonly id: number; readonly name: string }, [name: string, categoryId: number]>(
-  "pets",
   `INSERT INTO pets (name, category_id, status) VALUES (?, ?, 'available') RETURNING id, name`
 )
-const NAMES = statement<{ readonly name: string }, [from: number]>(
-  "pets",
-  `SELECT name FROM pets WHERE id > ? ORDER BY id`
-)
+const NAMES = statement<{ readonly name: string }, [from: number]>(`SELECT name FROM pets WHERE id > ? ORDER BY id`)
 class Caller extends Context.Tag("test/Caller")<Caller, string>() {}
 
 const names = (statements: Statements) => statements.query(NAMES, [0], (rows) => rows.map((row) => row.name))

@@ -8,20 +8,15 @@ import type { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
 
 const INFO = `id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
 const INSERT = statement<never, [id: ApiKeyId, name: string, hash: string, createdAt: string]>(
-  "api_keys",
   `INSERT INTO api_keys (id, name, hash, created_at) VALUES (?, ?, ?, ?)`
 )
-const FIND_ONE = statement<ApiKeyRecord, [ApiKeyId]>("api_keys", `SELECT ${INFO}, hash FROM api_keys WHERE id = ?`)
-const FIND_ALL = statement<ApiKeyInfo>("api_keys", `SELECT ${INFO} FROM api_keys ORDER BY created_at, id`)
+const FIND_ONE = statement<ApiKeyRecord, [ApiKeyId]>(`SELECT ${INFO}, hash FROM api_keys WHERE id = ?`)
+const FIND_ALL = statement<ApiKeyInfo>(`SELECT ${INFO} FROM api_keys ORDER BY created_at, id`)
 /** Keeps the first revocation time. */
 const REVOKE = statement<{ readonly id: ApiKeyId }, [at: string, id: ApiKeyId]>(
-  "api_keys",
   `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING id`
 )
-const TOUCH = statement<never, [at: string, id: ApiKeyId]>(
-  "api_keys",
-  `UPDATE api_keys SET last_used_at = ? WHERE id = ?`
-)
+const TOUCH = statement<never, [at: string, id: ApiKeyId]>(`UPDATE api_keys SET last_used_at = ? WHERE id = ?`)
 
 export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("Auth/Repo", {
   dependencies: [Statements.Default],

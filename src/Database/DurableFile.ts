@@ -1,24 +1,28 @@
 /**
- * Files put in place whole or not at all, for `petstore backup` and `petstore restore`: the content is written under a
- * temporary name in the destination's directory, synced, renamed over the destination, and the directory synced, so
- * that after a crash or a power cut the destination holds the old file or the new one, complete. And the one-line
- * reasons a file operation fails, as an operator reads them.
+ * Files for `petstore backup` and `petstore restore`: put in place whole or not at all, and the one-line reasons a file
+ * operation fails, as an operator reads them.
  */
 import { FileSystem } from "@effect/platform"
-import type { PlatformError } from "@effect/platform/Error"
-import { Effect, type Scope } from "effect"
+import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
+import { readFileSync } from "node:fs"
 import { basename, dirname, join } from "node:path"
+import { CommandFailed } from "../CommandFailed.js"
 
-/** The `code` of an error somewhere in a failure's chain of causes (`ENOSPC`, `SQLITE_FULL`). */
-export const codeOf = (failure: unknown): string | undefined => {
+type Failure = Partial<Readonly<Record<"cause" | "code" | "message" | "name", unknown>>>
+
+/** The first thing `pick` finds along a failure's chain of causes. */
+export const findInCauses = <A>(pick: (error: Failure) => A | undefined) => (failure: unknown): A | undefined => {
   for (let error = failure, depth = 0; typeof error === "object" && error !== null && depth < 8; depth++) {
-    const { cause, code } = error as { cause?: unknown; code?: unknown }
-    if (typeof code === "string") return code
-    error = cause
+    const found = pick(error)
+    if (found !== undefined) return found
+    error = (error as Failure).cause
   }
   return undefined
 }
+
+/** The `code` of an error somewhere in a failure's chain of causes (`ENOSPC`, `SQLITE_FULL`). */
+export const codeOf = findInCauses(({ code }) => typeof code === "string" ? code : undefined)
 
 const REASONS: Record<string, string> = {
   ENOSPC: "no space left on the device",
@@ -41,49 +45,79 @@ export const reasonOf = (failure: unknown): string => {
   const code = codeOf(failure)
   if (code !== undefined && REASONS[code] !== undefined) return REASONS[code]
   if (code?.startsWith("SQLITE_IOERR") === true) return "an input/output error"
-  const message = (failure as { message?: unknown })?.message
+  const message = (failure as Failure | null)?.message
   return typeof message === "string" && message !== "" ? message : String(failure)
 }
 
-/** A fresh name in `target`'s directory, hidden, for the content on its way to `target`. */
-export const temporaryBeside = (target: string): string =>
-  join(dirname(target), `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
+/** The account name of a uid, from /etc/passwd; the bare uid when it has none (common in containers). */
+export const accountOf = (uid: number): string => {
+  try {
+    const line = readFileSync("/etc/passwd", "utf8").split("\n").find((entry) => entry.split(":")[2] === String(uid))
+    if (line !== undefined) return `${line.split(":")[0]} (uid ${uid})`
+  } catch {
+    // no passwd file: the uid alone
+  }
+  return `uid ${uid}`
+}
+
+/** The user this process runs as, for messages: `petstore (uid 10001)`. */
+export const currentUser = (): string => {
+  const uid = process.getuid?.()
+  return uid === undefined ? "this process's user" : accountOf(uid)
+}
+
+export const exists = (path: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.exists(path).pipe(Effect.orElseSucceed(() => false)))
+
+/** Why a file cannot be written at `target`: the directory is missing or closed to this user, or the device is full. */
+export const cannotWrite = (target: string) => (error: unknown) =>
+  Effect.gen(function*() {
+    const directory = dirname(target)
+    const code = codeOf(error)
+    const reason = code === "EACCES" || code === "EPERM"
+      ? `the user ${currentUser()} cannot write the directory ${directory}`
+      : code === "ENOENT" && !(yield* exists(directory))
+      ? `the directory ${directory} does not exist`
+      : code === "ENOENT"
+      ? `no file can be created in ${directory}`
+      : reasonOf(error)
+    return yield* new CommandFailed({ message: `cannot write ${target}: ${reason}.` })
+  })
 
 /**
- * Creates `temporary` (it must not exist) and keeps it open for `sync`; removes it when the scope closes unless it was
- * renamed into place by then.
+ * Puts a file at `target` whole or not at all: `fill` writes it under a fresh temporary name beside `target`; the file
+ * is synced, `beforeRename` runs, the file is renamed over `target` and the directory synced, so that after a crash or
+ * a power cut `target` holds the old file or the new one, complete. The temporary file goes if anything fails.
  */
-export const createTemporary = (temporary: string): Effect.Effect<
-  { readonly sync: Effect.Effect<void, PlatformError> },
-  PlatformError,
-  FileSystem.FileSystem | Scope.Scope
-> =>
-  Effect.gen(function*() {
+export const writeWhole = <A, E, R>(
+  target: string,
+  fill: (temporary: string) => Effect.Effect<A, E, R>,
+  beforeRename: Effect.Effect<void, E, R> = Effect.void
+) =>
+  Effect.scoped(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
+    const orCannotWrite = Effect.catchAll(cannotWrite(target))
+    const temporary = join(dirname(target), `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
     yield* Effect.addFinalizer(() => Effect.ignore(fs.remove(temporary)))
-    const file = yield* fs.open(temporary, { flag: "wx" })
-    return { sync: file.sync }
-  })
-
-/** Renames `temporary` (already synced) over `target`, then syncs the directory so that the rename is on disk too. */
-export const renameIntoPlace = (temporary: string, target: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    yield* fs.rename(temporary, target)
-    yield* Effect.scoped(Effect.flatMap(fs.open(dirname(target), { flag: "r" }), (directory) => directory.sync))
-  })
+    const file = yield* orCannotWrite(fs.open(temporary, { flag: "wx" }))
+    const result = yield* fill(temporary)
+    yield* orCannotWrite(file.sync)
+    yield* beforeRename
+    yield* orCannotWrite(fs.rename(temporary, target))
+    yield* orCannotWrite(Effect.scoped(Effect.flatMap(fs.open(dirname(target), { flag: "r" }), (dir) => dir.sync)))
+    return result
+  }))
 
 /** A size as people read it: `512 B`, `48.2 kB`, `104.9 MB`, `2.1 GB`. */
 export const formatSize = (bytes: number): string => {
-  if (bytes < 1000) return `${bytes} B`
-  const units = ["kB", "MB", "GB", "TB"]
-  let value = bytes / 1000
+  const units = ["B", "kB", "MB", "GB", "TB"]
+  let value = bytes
   let unit = 0
   while (value >= 1000 && unit < units.length - 1) {
     value /= 1000
     unit++
   }
-  return `${value.toFixed(1)} ${units[unit]}`
+  return unit === 0 ? `${bytes} B` : `${value.toFixed(1)} ${units[unit]}`
 }
 
 /** A time taken as people read it: `45 ms`, `3.1 s`. */

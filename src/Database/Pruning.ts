@@ -1,12 +1,11 @@
 /**
- * Background pruning, as expired idempotency records and ended rate-limit windows are removed: a batch at a time with a
- * pause between batches, so that pruning never holds a request up for long, every interval for the life of a scope,
- * a failure logged and tried again at the next interval.
+ * Background pruning (expired idempotency records, ended rate-limit windows): a batch at a time with a pause between
+ * batches, so that it never holds a request up for long; every interval for the life of a scope, a failure logged and
+ * tried again at the next interval.
  */
 import { Duration, Effect, Schedule, type Scope } from "effect"
 
-/** How many rows one step looks at, and the pause between steps. */
-export const PRUNE_BATCH = 500
+const PRUNE_BATCH = 500
 const PRUNE_PAUSE = Duration.millis(10)
 
 /** What a step of pruning did: how many rows it removed, and whether more may be left. */
@@ -15,7 +14,7 @@ export interface PruneStep {
   readonly more: boolean
 }
 
-/** Runs `step` until nothing is left, pausing between steps; logs and answers how many rows went. */
+/** Runs `step` on batches of rows until nothing is left; logs and answers how many rows went. */
 export const inBatches = <E, R>(step: (batch: number) => Effect.Effect<PruneStep, E, R>, what: string) =>
   Effect.gen(function*() {
     let released = 0

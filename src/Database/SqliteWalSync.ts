@@ -1,31 +1,23 @@
 /**
- * Making commits durable off the JavaScript thread. The writer's connection commits with `synchronous = NORMAL`: the
- * COMMIT writes the transaction's frames to the WAL (the operating system's cache) and returns without an fsync. This
- * module then fsyncs the WAL file on the runtime's I/O threads (`fdatasync`, what SQLite's FULL does at each commit in
- * WAL mode) and calls back once the frames are on disk — only then is a commit acknowledged. A few syncs may run at
- * once (a commit does not wait for the sync of the one before to finish: measured, that halved the rate of creates);
- * past that, the commits made meanwhile share the next sync. The event loop never waits for one.
+ * Commits made durable off the JavaScript thread. The writer's connection commits with `synchronous = NORMAL`: the
+ * COMMIT writes the transaction's frames to the WAL (the operating system's cache) and returns without an fsync. Here
+ * the WAL file is then synced on the runtime's I/O threads (`fdatasync`, what SQLite's FULL does at each commit in WAL
+ * mode), and a commit is acknowledged once its frames are on disk. A few syncs may run at once, so that a commit need
+ * not wait for the sync of the one before; past that, the commits made meanwhile share the next sync.
  *
- * This is as durable as `synchronous = FULL`: a frame is acknowledged only after a sync that started after it was
- * written. A checkpoint (SQLite copies the WAL into the database) keeps its own syncs under NORMAL — the WAL before,
- * the database after — so an acknowledged frame that a checkpoint moved is on disk in the database; the WAL is only
- * overwritten from its start after such a checkpoint. The WAL file stays the same file while connections are open
- * (SQLite deletes it when the last one closes); its identity is checked at each sync all the same, and the directory is
- * synced once whenever the file is opened, so that a WAL created meanwhile is itself on disk.
+ * As durable as `synchronous = FULL`: a frame is acknowledged only after a sync that started after it was written. A
+ * checkpoint keeps its own syncs under NORMAL (the WAL before, the database after), so an acknowledged frame that a
+ * checkpoint moved is on disk in the database, and the WAL is only overwritten from its start after such a checkpoint.
+ * The WAL file's identity is checked at each sync all the same, and the directory is synced whenever the file is opened,
+ * so that a WAL created meanwhile is itself on disk.
  */
 import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, statSync } from "node:fs"
 import { dirname } from "node:path"
 
-export interface WalSync {
-  /** Calls `done` once everything committed before this call is on disk (with the error when the sync failed). */
-  readonly afterSync: (done: (error: Error | null) => void) => void
-  readonly close: () => void
-}
-
 /** How many syncs may run at once; the commits made while all of them run share the next. */
 const MAX_SYNCS_AT_ONCE = 4
 
-export const makeWalSync = (databaseFile: string): WalSync => {
+export const makeWalSync = (databaseFile: string) => {
   const walFile = `${databaseFile}-wal`
   let fd: number | undefined
   let inode = -1
@@ -68,7 +60,8 @@ export const makeWalSync = (databaseFile: string): WalSync => {
   }
 
   return {
-    afterSync: (done) => {
+    /** Calls `done` once everything committed before this call is on disk (with the error when the sync failed). */
+    afterSync: (done: (error: Error | null) => void) => {
       waiting.push(done)
       if (running < MAX_SYNCS_AT_ONCE) start()
     },

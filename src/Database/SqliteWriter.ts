@@ -1,34 +1,28 @@
 /**
- * The one writer of a SQLite file: every write of the service (a new pet, `last used`, and whatever else must be
- * stored) is a unit of work handed to it. `bun:sqlite` is synchronous, so a statement that waits — for another
- * process's write lock, say — waits on the JavaScript thread, and every request with it. The writer never waits
- * there: its connection has `busy_timeout = 0`, and when the database is busy it tries again a little later (a timer,
- * backing off), until each unit's deadline (`DB_QUERY_TIMEOUT`), past which the unit fails (a 503 for its client).
+ * The one writer of a SQLite file: every write of the service is a unit of work handed to it. `bun:sqlite` is
+ * synchronous, so a statement that waits (for another process's write lock, say) would hold the JavaScript thread and
+ * every request with it. The writer never waits there: its connection has `busy_timeout = 0`, and while the database is
+ * busy it tries again on a timer, backing off, until each unit's deadline (`DB_QUERY_TIMEOUT`; then a 503).
  *
  * Group commit: the units handed over in one turn of the event loop run in one transaction, each in a savepoint of its
  * own, so that a unit that throws is rolled back and fails alone. One COMMIT for all of them, and each unit succeeds
- * only once that commit is on disk: the WAL is fsynced after the commit, off the JavaScript thread (`SqliteWalSync.ts`,
- * as durable as `synchronous = FULL`). So a 201 is never sent for a row that a crash could lose. A commit (or its
- * sync) that fails fails all of its units.
+ * only once that commit is on disk (`SqliteWalSync.ts`): a 201 is never sent for a row that a crash could lose. A commit
+ * (or its sync) that fails fails all of its units.
  */
 import { SqlError } from "@effect/sql"
 import { Database } from "bun:sqlite"
 import { Context, Duration, Effect, Exit, Layer } from "effect"
 import { makeWalSync } from "./SqliteWalSync.js"
 
-/** A unit of work: statements (prepared on the writer's `database`) run inside the writer's transaction. */
-export type Unit<A> = () => A
-
 export interface Writer {
   /** The writer's connection, to prepare the statements of units on. Run them only inside a unit. */
   readonly database: Database
   /**
    * Runs `unit` in the next group commit and succeeds with its result once that commit is durable. Fails with a
-   * `SqlError`: the unit threw (its statements rolled back; the `SqlError` it threw, or one whose `cause` is what it
-   * threw), the database stayed busy past
-   * the deadline (`DB_QUERY_TIMEOUT`), or the commit failed. Interrupted before its turn, the unit does not run.
+   * `SqlError`: the unit threw (its statements rolled back), the database stayed busy past the deadline, or the commit
+   * failed. Interrupted before its turn, the unit does not run.
    */
-  readonly write: <A>(unit: Unit<A>) => Effect.Effect<A, SqlError.SqlError>
+  readonly write: <A>(unit: () => A) => Effect.Effect<A, SqlError.SqlError>
   /**
    * Inside a unit: takes the lock `name` until the unit's transaction is settled (its commit durable, or failed);
    * false when a unit of an unsettled transaction holds it. So what a unit writes under a lock is durable before
@@ -47,7 +41,7 @@ const FIRST_RETRY_MS = 1
 const LONGEST_RETRY_MS = 50
 
 interface Pending {
-  readonly unit: Unit<unknown>
+  readonly unit: () => unknown
   readonly deadline: number
   readonly resume: (effect: Effect.Effect<unknown, SqlError.SqlError>) => void
   cancelled: boolean
@@ -59,26 +53,20 @@ export const isBusy = (cause: unknown): boolean => {
 }
 
 const failedWith = (message: string) => (cause: unknown) => new SqlError.SqlError({ cause, message })
-const busyError = () => failedWith("The database stayed busy past DB_QUERY_TIMEOUT")(new Error("database is locked"))
-const unitFailed = (cause: unknown) =>
-  cause instanceof SqlError.SqlError ? cause : failedWith("Failed to execute statement")(cause)
+export const statementFailed = failedWith("Failed to execute statement")
+const closedError = () => failedWith("The database is closed")(new Error("closed"))
+const stayedBusy = failedWith("The database stayed busy past DB_QUERY_TIMEOUT")
 
-/**
- * The writer on a connection of its own (opened by the caller, WAL already on). `timeout` bounds how long a unit waits
- * for a busy database.
- */
+/** The writer on a connection of its own (WAL already on); a unit waits for a busy database up to `timeout`. */
 export const makeWriter = (database: Database, timeout: Duration.Duration): Writer & { readonly close: () => void } => {
   database.run("PRAGMA busy_timeout = 0")
   // A COMMIT returns without an fsync; the WAL is synced afterwards, off the thread, before any unit succeeds.
   database.run("PRAGMA synchronous = NORMAL")
   const walSync = makeWalSync(database.filename)
   const timeoutMs = Duration.toMillis(timeout)
-  const begin = database.prepare("BEGIN IMMEDIATE")
-  const commit = database.prepare("COMMIT")
-  const rollback = database.prepare("ROLLBACK")
-  const savepoint = database.prepare("SAVEPOINT unit")
-  const release = database.prepare("RELEASE unit")
-  const rollbackUnit = database.prepare("ROLLBACK TO unit")
+  const prepare = (text: string) => database.prepare(text)
+  const [begin, commit, rollback] = ["BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"].map(prepare)
+  const [savepoint, release, rollbackUnit] = ["SAVEPOINT unit", "RELEASE unit", "ROLLBACK TO unit"].map(prepare)
 
   let queue: Array<Pending> = []
   let scheduled = false
@@ -105,20 +93,38 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     setImmediate(flush)
   }
 
+  const failAll = (pending: ReadonlyArray<Pending>, error: SqlError.SqlError) => {
+    for (const p of pending) if (!p.cancelled) p.resume(Effect.fail(error))
+  }
+
   /** Fails the units whose deadline has passed; returns the time until the nearest remaining one. */
   const expire = (now: number): number => {
     let nearest = Infinity
     const kept: Array<Pending> = []
     for (const pending of queue) {
       if (pending.cancelled) continue
-      if (pending.deadline <= now) pending.resume(Effect.fail(busyError()))
-      else {
+      if (pending.deadline > now) {
         kept.push(pending)
         nearest = Math.min(nearest, pending.deadline - now)
+      } else {
+        pending.resume(Effect.fail(stayedBusy(new Error("database is locked"))))
       }
     }
     queue = kept
     return nearest
+  }
+
+  /** Ends a transaction that cannot commit: rolled back, its locks released, its units failed. */
+  const abandon = (batch: ReadonlyArray<Pending>, locked: ReadonlyArray<string>, error: SqlError.SqlError) => {
+    settling = undefined
+    settle(locked)
+    try {
+      if (database.inTransaction) rollback.run()
+    } catch {
+      // nothing more to undo
+    }
+    failAll(batch, error)
+    if (queue.length > 0) schedule()
   }
 
   const flush = () => {
@@ -137,11 +143,11 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
       return
     }
     retryMs = FIRST_RETRY_MS
-    const batch = queue.length <= MAX_BATCH ? queue : queue.slice(0, MAX_BATCH)
-    queue = queue.length <= MAX_BATCH ? [] : queue.slice(MAX_BATCH)
+    const batch = queue
+    queue = batch.length > MAX_BATCH ? batch.splice(MAX_BATCH) : []
     const results: Array<Exit.Exit<unknown, SqlError.SqlError>> = new Array(batch.length)
-    const settled: Array<string> = []
-    settling = settled
+    const locked: Array<string> = []
+    settling = locked
     for (let i = 0; i < batch.length; i++) {
       if (batch[i].cancelled) continue
       savepoint.run()
@@ -149,7 +155,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
         results[i] = Exit.succeed(batch[i].unit())
         release.run()
       } catch (cause) {
-        results[i] = Exit.fail(unitFailed(cause))
+        results[i] = Exit.fail(cause instanceof SqlError.SqlError ? cause : statementFailed(cause))
         // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction back: then nothing of the
         // batch is stored, and the following units must not run outside it (a SAVEPOINT would start another one).
         try {
@@ -157,12 +163,7 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
           rollbackUnit.run()
           release.run()
         } catch (lost) {
-          settling = undefined
-          settle(settled) // first: whatever the ROLLBACK below does, the transaction is over
-          if (database.inTransaction) rollback.run()
-          failAll(batch, failedWith("The transaction was rolled back")(lost))
-          if (queue.length > 0) schedule()
-          return
+          return abandon(batch, locked, failedWith("The transaction was rolled back")(lost))
         }
       }
     }
@@ -170,33 +171,19 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     try {
       commit.run()
     } catch (cause) {
-      if (database.inTransaction) {
-        try {
-          rollback.run()
-        } catch {
-          // nothing more to undo
-        }
-      }
-      settle(settled)
-      failAll(batch, failedWith("Failed to commit")(cause))
-      if (queue.length > 0) schedule()
-      return
+      return abandon(batch, locked, failedWith("Failed to commit")(cause))
     }
     walSync.afterSync((error) => {
-      settle(settled)
+      settle(locked)
       if (error !== null) return failAll(batch, failedWith("Failed to sync the commit to disk")(error))
       for (let i = 0; i < batch.length; i++) if (results[i] !== undefined) batch[i].resume(results[i])
     })
     if (queue.length > 0) schedule()
   }
 
-  const failAll = (pending: ReadonlyArray<Pending>, error: SqlError.SqlError) => {
-    for (const p of pending) if (!p.cancelled) p.resume(Effect.fail(error))
-  }
-
-  const write = <A>(unit: Unit<A>): Effect.Effect<A, SqlError.SqlError> =>
+  const write = <A>(unit: () => A): Effect.Effect<A, SqlError.SqlError> =>
     Effect.async<A, SqlError.SqlError>((resume) => {
-      if (closed) return resume(Effect.fail(failedWith("The database is closed")(new Error("closed"))))
+      if (closed) return resume(Effect.fail(closedError()))
       const pending: Pending = {
         unit,
         deadline: Date.now() + timeoutMs,
@@ -210,20 +197,19 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
       })
     })
 
+  /** Fails the units still queued, then closes the connection. */
   const close = () => {
     closed = true
     if (retryTimer !== undefined) clearTimeout(retryTimer)
-    failAll(queue.splice(0), failedWith("The database is closed")(new Error("closed")))
+    failAll(queue.splice(0), closedError())
     walSync.close()
+    database.close()
   }
 
   return { database, write, tryLock, close }
 }
 
-/**
- * The writer on its own connection to `filename` (which has its tables and WAL already), closed with the layer after
- * the units still queued have failed.
- */
+/** The writer on its own connection to `filename`, closed with the layer. */
 export const layer = (filename: string, timeout: Duration.Duration): Layer.Layer<SqliteWriter, SqlError.SqlError> =>
   Layer.scoped(
     SqliteWriter,
@@ -232,10 +218,6 @@ export const layer = (filename: string, timeout: Duration.Duration): Layer.Layer
         try: () => makeWriter(new Database(filename, { readwrite: true, create: false }), timeout),
         catch: failedWith(`Failed to open ${filename}`)
       }),
-      (writer) =>
-        Effect.sync(() => {
-          writer.close()
-          writer.database.close()
-        })
+      (writer) => Effect.sync(writer.close)
     )
   )

@@ -1,10 +1,10 @@
 /**
  * The repositories' statements, written once for both backends (SQL text with `?` placeholders), and the service that
- * runs them where each backend wants them run: through `@effect/sql`'s client on PostgreSQL and on an in-memory SQLite
- * database (the client writes its dialect's placeholders); on a SQLite file, as `bun:sqlite` statements prepared once,
- * the reads on the reading connection (`Sqlite.ts`), the writes as units of the group-commit writer (`SqliteWriter.ts`).
- * The file keeps its own path because a read through `@effect/sql` (a statement compiled, a span and a semaphore per
- * query) costs a request far more than the 10 % a hand-written path has to save (`npm run bench:cpu`).
+ * runs them: through `@effect/sql`'s client on PostgreSQL and on an in-memory SQLite database (the client writes its
+ * dialect's placeholders); on a SQLite file, as `bun:sqlite` statements prepared once, the reads on the reading
+ * connection (`Sqlite.ts`), the writes as units of the group-commit writer (`SqliteWriter.ts`). The file keeps its own
+ * path because a read through `@effect/sql` (a statement compiled, a span and a semaphore per query) costs a request
+ * several times the CPU (`npm run bench:cpu`).
  * Rows are as the drivers give them, which are the rows' types: NOT NULL and CHECK constraints hold the columns, and
  * PostgreSQL's BIGINTs are read as numbers (`Postgres.ts`).
  */
@@ -13,41 +13,36 @@ import type { Database } from "bun:sqlite"
 import { Cause, Effect, Exit, Option, Runtime } from "effect"
 import { type Statement as Observed, type StatementHooks, statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "./Sqlite.js"
-import { SqliteWriter, type Writer } from "./SqliteWriter.js"
+import { SqliteWriter, statementFailed, type Writer } from "./SqliteWriter.js"
 
 /** A statement: its text, the values its placeholders take, the rows it returns. */
 export interface Statement<Row, Params extends ReadonlyArray<unknown>> {
   readonly text: string
-  /** Its first word (`SELECT`, `INSERT`, `UPDATE`) and its table, as observability names it. */
-  readonly operation: string
-  readonly collection: string
   /** The text around the placeholders, as a template literal's strings (for `@effect/sql`'s compiler). */
   readonly strings: TemplateStringsArray
+  /** As observability names it: its first word (`SELECT`, `INSERT`, `UPDATE`) and its table. */
+  readonly operation: string
+  readonly collection: string
   /** Never set: carries the types of the rows and the values. */
   readonly types?: { readonly row: Row; readonly params: Params }
 }
 
+/** A statement on `collection`: by default the table its text names first (after FROM, INTO or UPDATE). */
 export const statement = <Row = never, Params extends ReadonlyArray<unknown> = []>(
-  collection: string,
-  text: string
+  text: string,
+  collection = /\b(?:FROM|INTO|UPDATE)\s+(\w+)/i.exec(text)?.[1] ?? ""
 ): Statement<Row, Params> => {
   const strings = text.split("?")
   const operation = text.slice(0, text.indexOf(" "))
-  return { text, operation, collection, strings: Object.assign(strings, { raw: strings }) }
+  return { text, strings: Object.assign(strings, { raw: strings }), operation, collection }
 }
 
-/** Runs a statement and hands its rows to `f` (by default: the rows), in the statement's own step: a read is one step. */
-export interface Query {
-  <Row, Params extends ReadonlyArray<unknown>>(
-    statement: Statement<Row, Params>,
-    params: Params
-  ): Effect.Effect<Array<Row>, SqlError.SqlError>
-  <Row, Params extends ReadonlyArray<unknown>, A>(
-    statement: Statement<Row, Params>,
-    params: Params,
-    f: (rows: Array<Row>) => A
-  ): Effect.Effect<A, SqlError.SqlError>
-}
+/** Runs a statement and hands its rows to `f` (by default: the rows), in the statement's own step. */
+export type Query = <Row, Params extends ReadonlyArray<unknown>, A = Array<Row>>(
+  statement: Statement<Row, Params>,
+  params: Params,
+  f?: (rows: Array<Row>) => A
+) => Effect.Effect<A, SqlError.SqlError>
 
 export interface Transaction {
   readonly query: Query
@@ -59,6 +54,17 @@ export interface Transaction {
   readonly tryLock: (name: string) => Effect.Effect<boolean, SqlError.SqlError>
 }
 
+/** The statements of a backend. */
+interface Runner {
+  readonly system: Observed["system"]
+  /** Runs one statement: a `SELECT` reads; any other writes, committed (durably) before it succeeds. */
+  readonly query: Query
+  /** Runs `body`'s statements in one transaction, committed (durably) before it succeeds, rolled back if it fails. */
+  readonly transaction: <A>(
+    body: (tx: Transaction) => Effect.Effect<A, SqlError.SqlError>
+  ) => Effect.Effect<A, SqlError.SqlError>
+}
+
 type AnyStatement = Statement<any, any>
 /** A `Query` as its implementations see it. */
 type Run = (
@@ -67,12 +73,11 @@ type Run = (
   f?: (rows: Array<unknown>) => unknown
 ) => Effect.Effect<unknown, SqlError.SqlError>
 const identity = (rows: Array<unknown>) => rows
-const failed = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
 /** Transaction-scoped, so it goes with the transaction whatever happens; a 64-bit hash of the name names it. */
 const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
-  "advisory_locks",
-  `SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked`
+  `SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked`,
+  "advisory_locks"
 )
 
 /** `make` of each statement, made at its first use. */
@@ -89,7 +94,7 @@ const describer = (system: Observed["system"]) =>
   perStatement(({ collection, operation, text }): Observed => ({ system, operation, collection, text }))
 
 /** A SQLite file: reads on the reading connection; writes, and every statement of a transaction, on the writer's. */
-const onFile = (reader: Database, writer: Writer, { observeStatement, runStatement }: StatementHooks) => {
+const onFile = (reader: Database, writer: Writer, { observeStatement, runStatement }: StatementHooks): Runner => {
   const describe = describer("sqlite")
   const on = (database: Database) => {
     const prepare = perStatement((statement) => database.prepare(statement.text))
@@ -100,28 +105,31 @@ const onFile = (reader: Database, writer: Writer, { observeStatement, runStateme
   const onWriter = on(writer.database)
   const query: Run = (statement, params, f = identity) =>
     statement.operation === "SELECT"
-      ? runStatement(describe(statement), onReader(statement, params, f), failed)
+      ? runStatement(describe(statement), onReader(statement, params, f), statementFailed)
       : observeStatement(describe(statement), writer.write(onWriter(statement, params, f)))
   const inTransaction: Transaction = {
     query:
       ((statement, params, f = identity) =>
-        runStatement(describe(statement), onWriter(statement, params, f), failed)) satisfies Run as Query,
+        runStatement(describe(statement), onWriter(statement, params, f), statementFailed)) satisfies Run as Query,
     tryLock: (name) => Effect.sync(() => writer.tryLock(name))
   }
   // A unit of the writer is synchronous: the body, whose statements are too, is run to its end inside it, with the
   // caller's context (its span, its log annotations, its services).
-  const transaction = <A>(body: (transaction: Transaction) => Effect.Effect<A, SqlError.SqlError>) =>
-    Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-      writer.write(() => {
-        const exit = Runtime.runSyncExit(runtime)(body(inTransaction))
-        if (Exit.isSuccess(exit)) return exit.value
-        throw Cause.squash(exit.cause)
-      }))
-  return { system: "sqlite" as const, query: query as Query, transaction }
+  return {
+    system: "sqlite",
+    query: query as Query,
+    transaction: (body) =>
+      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+        writer.write(() => {
+          const exit = Runtime.runSyncExit(runtime)(body(inTransaction))
+          if (Exit.isSuccess(exit)) return exit.value
+          throw Cause.squash(exit.cause)
+        }))
+  }
 }
 
 /** `@effect/sql`'s client: PostgreSQL, or a SQLite database in memory. */
-const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks) => {
+const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks): Runner => {
   const system = sql.onDialectOrElse({ pg: () => "postgresql" as const, orElse: () => "sqlite" as const })
   const describe = describer(system)
   const query = ((statement, params, f = identity) =>
@@ -129,18 +137,11 @@ const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks
       describe(statement),
       Effect.map(sql(statement.strings, ...params as Array<never>), (rows) => f(rows as Array<unknown>))
     )) satisfies Run as Query
-  const inTransaction: Transaction = {
-    query,
-    tryLock: system === "postgresql"
-      ? (name) => query(TRY_LOCK, [name], (rows) => rows[0]?.locked === true)
-      : () => Effect.succeed(true)
-  }
-  return {
-    system,
-    query,
-    transaction: <A>(body: (transaction: Transaction) => Effect.Effect<A, SqlError.SqlError>) =>
-      sql.withTransaction(body(inTransaction))
-  }
+  const tryLock = system === "postgresql"
+    ? (name: string) => query(TRY_LOCK, [name], (rows) => rows[0]?.locked === true)
+    : () => Effect.succeed(true)
+  const inTransaction: Transaction = { query, tryLock }
+  return { system, query, transaction: (body) => sql.withTransaction(body(inTransaction)) }
 }
 
 export class Statements extends Effect.Service<Statements>()("Statements", {
@@ -149,17 +150,8 @@ export class Statements extends Effect.Service<Statements>()("Statements", {
     const reader = yield* Effect.serviceOption(SqliteDatabase)
     const writer = yield* Effect.serviceOption(SqliteWriter)
     const hooks = yield* statementHooks
-    const statements: {
-      readonly system: Observed["system"]
-      /** Runs one statement: a `SELECT` reads; any other writes, committed (durably) before it succeeds. */
-      readonly query: Query
-      /** Runs `body`'s statements in one transaction, committed (durably) before it succeeds, rolled back if it fails. */
-      readonly transaction: <A>(
-        body: (transaction: Transaction) => Effect.Effect<A, SqlError.SqlError>
-      ) => Effect.Effect<A, SqlError.SqlError>
-    } = Option.isSome(reader) && Option.isSome(writer)
+    return Option.isSome(reader) && Option.isSome(writer)
       ? onFile(reader.value, writer.value, hooks)
       : onClient(sql, hooks)
-    return statements
   })
 }) {}

@@ -41,53 +41,43 @@ export type CreateOnceResult =
 
 const COLUMNS = `id, name, category_id AS "categoryId", status`
 const INSERT = statement<Pet, [name: string, categoryId: number, status: PetStatus]>(
-  "pets",
   `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
 )
-const FIND_ONE = statement<Pet, [PetId]>("pets", `SELECT ${COLUMNS} FROM pets WHERE id = ?`)
+const FIND_ONE = statement<Pet, [PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
 const PAGE = statement<Pet, [after: number, limit: number]>(
-  "pets",
   `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`
 )
 const PAGE_BY_STATUS = statement<Pet, [status: PetStatus, after: number, limit: number]>(
-  "pets",
   `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
 )
 /** A pet and its record; nothing when a record (live or expired) already holds the key. */
 const INSERT_ONCE = statement<
   Pet,
   [name: string, categoryId: number, status: PetStatus, key: string, scope: string, expiresAt: number]
->(
-  "pets",
-  `INSERT INTO pets (name, category_id, status, idempotency_key, idempotency_scope, idempotency_expires_at)
+>(`INSERT INTO pets (name, category_id, status, idempotency_key, idempotency_scope, idempotency_expires_at)
   VALUES (?, ?, ?, ?, ?, ?)
   ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
-  RETURNING ${COLUMNS}`
-)
+  RETURNING ${COLUMNS}`)
 /** The pet whose record holds a key. */
 const SELECT_HOLDER = statement<Pet & { readonly expiresAt: number }, [key: string, scope: string]>(
-  "pets",
   `SELECT ${COLUMNS}, idempotency_expires_at AS "expiresAt" FROM pets WHERE idempotency_key = ? AND idempotency_scope = ?`
 )
 /** Forgets a pet's record: an expired one that holds a key being used again, and the pruner's. */
 const RELEASE = `UPDATE pets SET idempotency_key = NULL, idempotency_scope = NULL, idempotency_expires_at = NULL`
-const RELEASE_HOLDER = statement<never, [PetId]>("pets", `${RELEASE} WHERE id = ?`)
+const RELEASE_HOLDER = statement<never, [PetId]>(`${RELEASE} WHERE id = ?`)
 /** PostgreSQL: a batch of expired records (the partial index on the expiry finds them). */
 const RELEASE_EXPIRED = statement<{ readonly id: number }, [now: number, batch: number]>(
-  "pets",
   `${RELEASE} WHERE id IN (SELECT id FROM pets WHERE idempotency_key IS NOT NULL AND idempotency_expires_at <= ? LIMIT ?)
   RETURNING id`
 )
 /** SQLite: the expired records among a range of ids, the first record left in it (a live one), the last pet. */
 const RELEASE_EXPIRED_BETWEEN = statement<{ readonly id: number }, [from: number, to: number, now: number]>(
-  "pets",
   `${RELEASE} WHERE id > ? AND id <= ? AND idempotency_key IS NOT NULL AND idempotency_expires_at <= ? RETURNING id`
 )
 const FIRST_RECORD_BETWEEN = statement<{ readonly id: number | null }, [from: number, to: number]>(
-  "pets",
   `SELECT min(id) AS id FROM pets WHERE id > ? AND id <= ? AND idempotency_key IS NOT NULL`
 )
-const LAST_ID = statement<{ readonly id: number | null }>("pets", `SELECT max(id) AS id FROM pets`)
+const LAST_ID = statement<{ readonly id: number | null }>(`SELECT max(id) AS id FROM pets`)
 
 const firstRow = <Row>(rows: Array<Row>) => Option.fromNullable(rows[0])
 const inUse: CreateOnceResult = { _tag: "InUse" }

@@ -8,7 +8,7 @@ import { SqlClient, SqlError, Statement } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { Database } from "bun:sqlite"
 import { Effect, Layer, Ref } from "effect"
-import { MigrationsLive } from "../../src/Database/Sql.js"
+import { MigrationsLive } from "../../src/Database/Migrations.js"
 
 export class Outage extends Effect.Service<Outage>()("test/Outage", {
   effect: Effect.map(Ref.make(false), (down) => ({
