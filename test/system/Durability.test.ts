@@ -5,7 +5,7 @@
  * must be above every id handed out before. Three rounds, each killed at a different point.
  *
  * SIGKILL loses the process, not the machine: what it proves is that a 201 follows the commit. That the commit is on
- * the disk (power loss) rests on `synchronous = FULL` in WAL mode (src/Database/Sql.ts), which loopback cannot test.
+ * the disk (power loss) rests on `synchronous = FULL` in WAL mode (src/Database/Sqlite.ts and SqliteWalSync.ts), which loopback cannot test.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
