@@ -1,7 +1,7 @@
 /**
  * Running one request to a declared endpoint: middleware → handler → answer, in one fiber, the request decoded before
- * (as `RequestDecode.ts` says why). The fiber starts with a context of the request's own: the request, the
- * annotations its log lines carry (its request id for every fiber it starts: the runtime's loggers read it there,
+ * (`RequestDecode.ts` says why). The fiber starts with a context of the request's own: the request, the annotations its
+ * log lines carry (its request id for every fiber it starts: the runtime's loggers read it there,
  * `Logging.withRequestAnnotations`), its server span. The programs are built once per route from what `Derive.ts`
  * derived; a request only supplies its input. A fiber that finishes at once (a read on SQLite's synchronous driver) is
  * answered at once; any other is awaited.
@@ -23,10 +23,7 @@ import { type PipelineRequest, Refused, RequestInput } from "./RequestInput.js"
 
 type Served = Answer | ResponseAnswer
 
-/**
- * The answer with the headers the request's effects added (`ResponseHeaders.addResponseHeaders`), once any
- * pre-response handler appended the platform's way has seen it.
- */
+/** The answer with the headers the request's effects added, once any pre-response handler has seen it. */
 const finishAnswer = (
   request: HttpServerRequest.HttpServerRequest,
   made: Answer | HttpServerResponse.HttpServerResponse,
@@ -37,33 +34,28 @@ const finishAnswer = (
     if (HttpServerResponse.isServerResponse(made)) {
       const response = HttpServerResponse.setHeaders(made, added)
       const finished = Option.isNone(handler) ? Effect.succeed(response) : handler.value(request, response)
-      return Effect.map(Effect.orDie(finished), (response): Served => ({
-        response: HttpServerResponse.toWeb(response),
-        annotations
-      }))
+      return Effect.map(
+        Effect.orDie(finished),
+        (response): Served => ({ response: HttpServerResponse.toWeb(response), annotations })
+      )
     }
     Object.assign(made.headers, added)
     if (Option.isNone(handler)) return Effect.succeed<Served>(made)
     const response = HttpServerResponse.empty({ status: made.status, headers: made.headers })
-    return Effect.map(Effect.orDie(handler.value(request, response)), (finished): Served => ({
-      ...made,
-      status: finished.status,
-      headers: { ...finished.headers }
-    }))
+    return Effect.map(
+      Effect.orDie(handler.value(request, response)),
+      (finished): Served => ({ ...made, status: finished.status, headers: { ...finished.headers } })
+    )
   })
 
 /** A route's program: its middleware around its handler, then the answer made from the outcome. */
-const makeProgram = (route: EndpointRoute): Effect.Effect<Served, never, RequestInput> => {
+const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
   // A handler's requirements are what its middleware provide (checked where the handlers are typed).
-  const handler: Effect.Effect<unknown, unknown, RequestInput> = Effect.flatMap(
+  const handler: Effect.Effect<unknown, unknown, unknown> = Effect.flatMap(
     RequestInput,
-    ({ decoded }) =>
-      decoded instanceof Refused ? Effect.fail(decoded) : route.handler(decoded) as Effect.Effect<unknown, unknown>
+    ({ decoded }) => decoded instanceof Refused ? Effect.fail(decoded) : route.handler(decoded)
   )
-  const served = route.middleware.reduceRight(
-    (inner, middleware) => middleware.around(inner) as Effect.Effect<unknown, unknown, RequestInput>,
-    handler
-  )
+  const served = route.middleware.reduceRight((inner, around) => around(inner), handler)
   const answer = (exit: Exit.Exit<unknown, unknown>) =>
     Effect.flatMap(RequestInput, ({ added, log, request }): Effect.Effect<Served> => {
       const made = answerFromExit(route, exit, log.annotations)
@@ -76,10 +68,8 @@ const makeProgram = (route: EndpointRoute): Effect.Effect<Served, never, Request
   return Effect.matchCauseEffect(served, {
     onSuccess: (value) => answer(Exit.succeed(value)),
     onFailure: (cause) => answer(Exit.failCause(cause))
-  })
+  }) as Effect.Effect<Served>
 }
-
-export type Pipeline = (route: EndpointRoute, input: PipelineRequest) => Served | Promise<Served>
 
 /**
  * The pipeline over the routes, on the given runtime (its logger, its services). A client that goes away interrupts
@@ -89,49 +79,36 @@ export const makePipeline = (
   runtime: Runtime.Runtime<never>,
   routes: ReadonlyArray<EndpointRoute>,
   requestTimeout: Duration.Duration
-): Pipeline => {
-  const programs = new Map(routes.map((route) => [route, makeProgram(route) as Effect.Effect<Served>]))
+) => {
+  const programs = new Map(routes.map((route) => [route, makeProgram(route)]))
   const baseServices = (runtime.context as unknown as { readonly unsafeMap: Map<string, unknown> }).unsafeMap
   const timeoutMillis = Duration.toMillis(requestTimeout)
 
-  return (route, input) => {
+  return (route: EndpointRoute, input: PipelineRequest): Served | Promise<Served> => {
     const request = HttpServerRequest.fromWeb(input.request)
-    const services = new Map(baseServices)
     const log = { requestId: input.requestId, annotations: {} }
     const added: Record<string, string> = {}
-    const requestInput: RequestInput = {
-      started: input.started,
-      params: input.params,
-      query: input.query,
-      body: input.body,
-      requestId: input.requestId,
-      parentSpan: input.parentSpan,
-      request,
-      added,
-      log,
-      decoded: decodeRequest(route, input, request)
-    }
-    services.set(RequestInput.key, requestInput)
+    const services = new Map(baseServices)
+    services.set(RequestInput.key, { request, added, log, decoded: decodeRequest(route, input, request) })
     services.set(HttpServerRequest.HttpServerRequest.key, request)
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
     services.set(RequestLogContext.key, log)
     services.set(CollectedHeaders.key, added)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
-    const context = Context.unsafeMake<never>(services)
+    const fiber = Runtime.runFork(
+      Runtime.make({
+        context: Context.unsafeMake(services),
+        fiberRefs: runtime.fiberRefs,
+        runtimeFlags: runtime.runtimeFlags
+      })
+    )(programs.get(route)!)
 
-    /** What an interrupted fiber (or one that died making its answer) is answered with. */
-    const answerOf = (exit: Exit.Exit<Served>, late: boolean): Served => {
-      if (Exit.isSuccess(exit)) return exit.value
-      if (late) return refusalAnswer(Refusals.deadlineExceeded, log.annotations)
-      return refusalAnswer(
-        Exit.isInterrupted(exit) ? Refusals.shuttingDown : Refusals.internalError,
+    /** What the fiber's exit is answered with: its answer, or a 503 when it was interrupted (a 500 if it died). */
+    const answerOf = (exit: Exit.Exit<Served>, late: boolean): Served =>
+      Exit.isSuccess(exit) ? exit.value : refusalAnswer(
+        late ? Refusals.deadlineExceeded : Exit.isInterrupted(exit) ? Refusals.shuttingDown : Refusals.internalError,
         log.annotations
       )
-    }
-
-    const fiber = Runtime.runFork(
-      Runtime.make({ context, fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
-    )(programs.get(route)!)
     const done = fiber.unsafePoll()
     if (done !== null) return answerOf(done, false)
     // Only a request that waits needs its deadline kept, and its client's going away noticed.

@@ -90,28 +90,17 @@ export const decodeFailure = (
 ): Refusal => {
   const field = issue?.path.map(String).join(".") ?? ""
   const reason = truncate(issue?.message ?? "it cannot be read")
-  switch (part) {
-    case "body":
-      return refusal(
-        400,
-        "invalid_body",
-        field === ""
-          ? "The request body must be a JSON object with a name and a categoryId."
-          : `Invalid request body: '${field}' ${
-            reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`
-          }`
-      )
-    case "header":
-      return refusal(400, "invalid_header", `Invalid header '${field}': ${reason}`)
-    case "query":
-      return refusal(
-        400,
-        "invalid_query",
-        `Invalid query parameter '${field}': ${
-          repeated(String(issue?.path[0] ?? "")) ? "it is given more than once" : reason
-        }`
-      )
-    case "path":
-      return refusal(400, "invalid_path", `Invalid path parameter '${field}': ${reason}`)
+  if (part === "header") return refusal(400, "invalid_header", `Invalid header '${field}': ${reason}`)
+  if (part === "path") return refusal(400, "invalid_path", `Invalid path parameter '${field}': ${reason}`)
+  if (part === "query") {
+    const why = repeated(String(issue?.path[0] ?? "")) ? "it is given more than once" : reason
+    return refusal(400, "invalid_query", `Invalid query parameter '${field}': ${why}`)
   }
+  return refusal(
+    400,
+    "invalid_body",
+    field === ""
+      ? "The request body must be a JSON object with a name and a categoryId."
+      : `Invalid request body: '${field}' ${reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`}`
+  )
 }

@@ -10,20 +10,16 @@ import type { DecodedRequest } from "./Handlers.js"
 import * as Refusals from "./Refusals.js"
 import { type PipelineRequest, Refused } from "./RequestInput.js"
 
+/** The path parameters percent-decoded, or undefined when one cannot be. */
 const percentDecoded = (params: Readonly<Record<string, string>>): Record<string, string> | undefined => {
   const out: Record<string, string> = {}
   try {
-    for (const name in params) {
-      const text = params[name]
-      out[name] = text.includes("%") ? decodeURIComponent(text) : text
-    }
+    for (const name in params) out[name] = params[name].includes("%") ? decodeURIComponent(params[name]) : params[name]
   } catch {
     return undefined
   }
   return out
 }
-
-const firstIssue = (error: ParseResult.ParseError) => ParseResult.ArrayFormatter.formatErrorSync(error)[0]
 
 /** The request as `route`'s decoders make it, or the refusal of the first part they cannot read. */
 export const decodeRequest = (
@@ -32,8 +28,10 @@ export const decodeRequest = (
   request: HttpServerRequest.HttpServerRequest
 ): DecodedRequest | Refused => {
   const decoded: DecodedRequest = { request }
-  const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) =>
-    new Refused(Refusals.decodeFailure(part, firstIssue(error), (name) => Array.isArray(input.query[name])))
+  const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) => {
+    const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+    return new Refused(Refusals.decodeFailure(part, issue, (name) => Array.isArray(input.query[name])))
+  }
   if (route.decodePath !== undefined) {
     const params = percentDecoded(input.params)
     if (params === undefined) return new Refused(Refusals.unreadablePath(input.request.url.split("?")[0]))

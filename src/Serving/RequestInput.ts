@@ -1,5 +1,5 @@
 /**
- * A request as its fiber sees it: what the server read of it, its platform form, and the fiber's own services.
+ * A request as the server hands it to the pipeline, and as its fiber sees it.
  */
 import type { HttpServerRequest } from "@effect/platform"
 import { Context, type Tracer } from "effect"
@@ -7,7 +7,7 @@ import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
 import type { Refusal } from "./Refusals.js"
 
-/** The input of a request to a route, as the server hands it to the pipeline. */
+/** A request to a route that passed the gates, as the server hands it to the pipeline. */
 export interface PipelineRequest {
   readonly request: Request
   /** When the server received it (`performance.now()`): the deadline counts from then. */
@@ -21,17 +21,16 @@ export interface PipelineRequest {
   readonly parentSpan?: Tracer.Span | undefined
 }
 
-/** What a request brings to its fiber, beside the platform's request. */
-export interface RequestInput extends Omit<PipelineRequest, "request"> {
+/** What a request's fiber reads of it besides its services. */
+export class RequestInput extends Context.Tag("Serving/RequestInput")<RequestInput, {
+  readonly request: HttpServerRequest.HttpServerRequest
   /** The headers its answer carries, as handlers and middleware add them (`ResponseHeaders.CollectedHeaders`). */
   readonly added: Record<string, string>
   /** The request as its log lines name it (`Logging.RequestLogContext`). */
   readonly log: { readonly requestId: string; readonly annotations: Record<string, unknown> }
-  readonly request: HttpServerRequest.HttpServerRequest
   /** The request as the endpoint's decoders made it, or why they refused it (answered once the middleware passed). */
   readonly decoded: DecodedRequest | Refused
-}
-export const RequestInput = Context.GenericTag<RequestInput>("Serving/RequestInput")
+}>() {}
 
 /** A request the pipeline refuses itself (a failed decode), carried through the fiber's error channel. */
 export class Refused {
