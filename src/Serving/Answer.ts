@@ -6,7 +6,6 @@ import { HttpServerResponse } from "@effect/platform"
 import { Cause, Exit, Option } from "effect"
 import type { EndpointRoute } from "./Derive.js"
 import * as Refusals from "./Refusals.js"
-import { Refused } from "./RequestInput.js"
 
 /** An answer before it is a `Response`. */
 export interface Answer {
@@ -54,7 +53,7 @@ export const answerFromExit = (
   if (Cause.isInterruptedOnly(exit.cause)) return refusalAnswer(Refusals.shuttingDown, annotations)
   const failure = Cause.failureOption(exit.cause)
   if (Option.isNone(failure)) return undefined
-  if (failure.value instanceof Refused) return refusalAnswer(failure.value.refusal, annotations)
+  if (failure.value instanceof Refusals.Refused) return refusalAnswer(failure.value.refusal, annotations)
   const declared = route.failures.find((candidate) => candidate.is(failure.value))
   return declared && json(declared.status, JSON.stringify(declared.encode(failure.value)), annotations)
 }

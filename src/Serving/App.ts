@@ -7,7 +7,7 @@ import { Context, Runtime, Tracer } from "effect"
 import { constTrue } from "effect/Function"
 import { RequestLogContext } from "../Operations/Logging.js"
 import type { ResponseAnswer } from "./Answer.js"
-import type { PipelineRequest } from "./RequestInput.js"
+import type { PipelineRequest } from "./Pipeline.js"
 
 export const makeAppServer = (
   runtime: Runtime.Runtime<HttpRouter.HttpRouter.DefaultServices>,

@@ -9,9 +9,42 @@
  */
 import { type HttpApi, type HttpApiEndpoint, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Context, Either, Option, type ParseResult, Schema } from "effect"
+import type * as AST from "effect/SchemaAST"
 import type { AnyHandler, ApiHandlers } from "./Handlers.js"
 import { makeMiddleware } from "./Middleware.js"
-import { headerNamesOf, headersStructOf, singleStringFields, transforms } from "./SchemaShapes.js"
+
+/** Whether encoding a value of this schema changes it (else the value is its own JSON form). */
+const transforms = (ast: AST.AST): boolean => {
+  switch (ast._tag) {
+    case "Transformation":
+    case "Declaration":
+    case "Suspend":
+      return true
+    case "Refinement":
+      return transforms(ast.from)
+    case "TypeLiteral":
+      return ast.propertySignatures.some((p) => transforms(p.type)) ||
+        ast.indexSignatures.some((i) => transforms(i.type))
+    case "TupleType":
+      return ast.elements.some((e) => transforms(e.type)) || ast.rest.some((r) => transforms(r.type))
+    case "Union":
+      return ast.types.some(transforms)
+    default:
+      return false
+  }
+}
+
+/** The struct a query or headers schema decodes (the only form HttpApi reads them in), if it is one. */
+const structOf = (ast: AST.AST): AST.TypeLiteral | undefined => {
+  while (ast._tag === "Transformation" || ast._tag === "Refinement") ast = ast.from
+  return ast._tag === "TypeLiteral" && ast.indexSignatures.length === 0 ? ast : undefined
+}
+
+/** Whether a query field is read as an array (HttpApi would wrap a single value for it). */
+const isArrayLike = (ast: AST.AST): boolean =>
+  ast._tag === "TupleType" ||
+  (ast._tag === "Union" && ast.types.some(isArrayLike)) ||
+  ((ast._tag === "Refinement" || ast._tag === "Transformation") && isArrayLike(ast.from))
 
 type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
 
@@ -37,10 +70,11 @@ const unservable = (endpoint: HttpApiEndpoint.HttpApiEndpoint.AnyWithProps): str
       HttpApiSchema.getMultipartStream(ast) !== undefined
     ) return "its payload is not JSON"
   }
-  if (Option.isSome(endpoint.urlParamsSchema) && !singleStringFields(endpoint.urlParamsSchema.value.ast)) {
+  const query = Option.map(endpoint.urlParamsSchema, (schema) => structOf(schema.ast))
+  if (Option.isSome(query) && !query.value?.propertySignatures.every((p) => !isArrayLike(p.type))) {
     return "its query has array-valued parameters"
   }
-  if (Option.isSome(endpoint.headersSchema) && headersStructOf(endpoint.headersSchema.value.ast) === undefined) {
+  if (Option.isSome(endpoint.headersSchema) && structOf(endpoint.headersSchema.value.ast) === undefined) {
     return "its headers are not a struct of named headers"
   }
 }
@@ -54,19 +88,10 @@ const makeRoute = (
   middleware: ReadonlyArray<ReturnType<typeof makeMiddleware>>
 ) => {
   const [success] = errorsOf(endpoint.successSchema)
-  const headerNames = Option.isNone(endpoint.headersSchema) ? [] : headerNamesOf(endpoint.headersSchema.value.ast)
-  const decodeHeaders = Option.isNone(endpoint.headersSchema) ?
-    undefined :
-    ((decode: Decoder) => (headers: Headers) => {
-      // Read by name from the request's `Headers`: what HttpApi decodes from a record of all of them (a struct reads
-      // its own properties and ignores the rest), without building that record.
-      const declared: Record<string, string> = {}
-      for (const name of headerNames) {
-        const value = headers.get(name)
-        if (value !== null) declared[name] = value
-      }
-      return decode(declared)
-    })(decoder(endpoint.headersSchema)!)
+  const headerNames = Option.isNone(endpoint.headersSchema)
+    ? []
+    : structOf(endpoint.headersSchema.value.ast)!.propertySignatures.map((p) => String(p.name).toLowerCase())
+  const decodeDeclared = decoder(endpoint.headersSchema)
   const encode = Schema.encodeSync(success as Schema.Schema<unknown, unknown>)
   return {
     group: group.identifier,
@@ -75,7 +100,18 @@ const makeRoute = (
     path: endpoint.path,
     decodePath: decoder(endpoint.pathSchema),
     decodeQuery: decoder(endpoint.urlParamsSchema),
-    decodeHeaders,
+    /**
+     * Decodes the declared headers, read by name from the request's `Headers`: what HttpApi decodes from a record of
+     * all of them (a struct reads its own properties and ignores the rest), without building that record.
+     */
+    decodeHeaders: decodeDeclared && ((headers: Headers) => {
+      const declared: Record<string, string> = {}
+      for (const name of headerNames) {
+        const value = headers.get(name)
+        if (value !== null) declared[name] = value
+      }
+      return decodeDeclared(declared)
+    }),
     decodePayload: decoder(endpoint.payloadSchema),
     /** The request headers the endpoint declares (lower case, as HttpApi reads them). */
     headerNames,

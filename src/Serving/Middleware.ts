@@ -6,9 +6,8 @@
  */
 import { HttpApiBuilder, HttpApiMiddleware, type HttpServerRequest } from "@effect/platform"
 import { type Context, Effect } from "effect"
-import type { RequestInput } from "./RequestInput.js"
 
-type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams | RequestInput
+type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams
 type Run = Effect.Effect<unknown, unknown, Requirements>
 
 /**

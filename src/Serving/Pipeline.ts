@@ -1,10 +1,11 @@
 /**
- * Running one request to a declared endpoint: middleware → handler → answer, in one fiber, the request decoded before
- * (`RequestDecode.ts` says why). The fiber starts with a context of the request's own: the request, the annotations its
- * log lines carry (its request id for every fiber it starts: the runtime's loggers read it there,
- * `Logging.withRequestAnnotations`), its server span. The programs are built once per route from what `Derive.ts`
- * derived; a request only supplies its input. A fiber that finishes at once (a read on SQLite's synchronous driver) is
- * answered at once; any other is awaited.
+ * Running one request to a declared endpoint: middleware → handler → answer, in one fiber. The request is decoded by
+ * its endpoint's own schemas, in HttpApi's order (path, payload, headers, query), before the fiber starts: decoding is
+ * pure, and its outcome is what the handler receives once the middleware passed. The fiber starts with a context of the
+ * request's own: the request, the annotations its log lines carry (its request id for every fiber it starts: the
+ * runtime's loggers read it there, `Logging.withRequestAnnotations`), its server span. The programs are built once per
+ * route from what `Derive.ts` derived; a request only supplies its input. A fiber that finishes at once (a read on
+ * SQLite's synchronous driver) is answered at once; any other is awaited.
  *
  * As in HttpApi, the middleware run before the decoded request is looked at (an unauthenticated request is a 401
  * whatever its query), a failure is encoded as the endpoint declares it, and the headers the request's effects added
@@ -12,16 +13,88 @@
  * outcome. A failure nobody declared is a logged 500, an interrupted request a 503.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Context, Duration, Effect, Exit, FiberId, FiberRef, Option, Runtime, Tracer } from "effect"
+import { Context, Duration, Effect, Either, Exit, FiberRef, Option, ParseResult, Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Operations/Logging.js"
 import { CollectedHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer, type ResponseAnswer } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
+import type { ReadBody } from "./Gate.js"
+import type { DecodedRequest } from "./Handlers.js"
 import * as Refusals from "./Refusals.js"
-import { decodeRequest } from "./RequestDecode.js"
-import { type PipelineRequest, Refused, RequestInput } from "./RequestInput.js"
 
 type Served = Answer | ResponseAnswer
+
+/** A request to a route that passed the gates, as the server hands it to the pipeline. */
+export interface PipelineRequest {
+  readonly request: Request
+  /** When the server received it (`performance.now()`): the deadline counts from then. */
+  readonly started: number
+  /** Path parameters, still percent-encoded. */
+  readonly params: Readonly<Record<string, string>>
+  readonly query: Readonly<Record<string, string | Array<string>>>
+  readonly body: ReadBody | undefined
+  readonly requestId: string
+  /** The request's server span: its fiber runs under it (its child spans and log lines join it). */
+  readonly parentSpan?: Tracer.Span | undefined
+}
+
+/** What a request's fiber reads of it besides its services. */
+export class RequestInput extends Context.Tag("Serving/RequestInput")<RequestInput, {
+  readonly request: HttpServerRequest.HttpServerRequest
+  /** The headers its answer carries, as handlers and middleware add them (`ResponseHeaders.CollectedHeaders`). */
+  readonly added: Record<string, string>
+  /** The request as its log lines name it (`Logging.RequestLogContext`). */
+  readonly log: { readonly requestId: string; readonly annotations: Record<string, unknown> }
+  /** The request as the endpoint's decoders made it, or why they refused it (answered once the middleware passed). */
+  readonly decoded: DecodedRequest | Refusals.Refused
+}>() {}
+
+/** The path parameters percent-decoded, or undefined when one cannot be. */
+const percentDecoded = (params: Readonly<Record<string, string>>): Record<string, string> | undefined => {
+  const out: Record<string, string> = {}
+  try {
+    for (const name in params) out[name] = params[name].includes("%") ? decodeURIComponent(params[name]) : params[name]
+  } catch {
+    return undefined
+  }
+  return out
+}
+
+/** The request as `route`'s decoders make it, or the refusal of the first part they cannot read. */
+const decodeRequest = (
+  route: EndpointRoute,
+  input: PipelineRequest,
+  request: HttpServerRequest.HttpServerRequest
+): DecodedRequest | Refusals.Refused => {
+  const decoded: DecodedRequest = { request }
+  const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) => {
+    const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+    return new Refusals.Refused(Refusals.decodeFailure(part, issue, (name) => Array.isArray(input.query[name])))
+  }
+  if (route.decodePath !== undefined) {
+    const params = percentDecoded(input.params)
+    if (params === undefined) return new Refusals.Refused(Refusals.unreadablePath(input.request.url.split("?")[0]))
+    const result = route.decodePath(params)
+    if (Either.isLeft(result)) return refuse("path", result.left)
+    decoded.path = result.right
+  }
+  if (route.decodePayload !== undefined) {
+    const result = route.decodePayload(input.body?.json)
+    if (Either.isLeft(result)) return refuse("body", result.left)
+    decoded.payload = result.right
+  }
+  if (route.decodeHeaders !== undefined) {
+    const result = route.decodeHeaders(input.request.headers)
+    if (Either.isLeft(result)) return refuse("header", result.left)
+    decoded.headers = result.right
+  }
+  if (route.decodeQuery !== undefined) {
+    const result = route.decodeQuery(input.query)
+    if (Either.isLeft(result)) return refuse("query", result.left)
+    decoded.urlParams = result.right
+  }
+  return decoded
+}
 
 /** The answer with the headers the request's effects added, once any pre-response handler has seen it. */
 const finishAnswer = (
@@ -53,7 +126,7 @@ const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
   // A handler's requirements are what its middleware provide (checked where the handlers are typed).
   const handler: Effect.Effect<unknown, unknown, unknown> = Effect.flatMap(
     RequestInput,
-    ({ decoded }) => decoded instanceof Refused ? Effect.fail(decoded) : route.handler(decoded)
+    ({ decoded }) => decoded instanceof Refusals.Refused ? Effect.fail(decoded) : route.handler(decoded)
   )
   const served = route.middleware.reduceRight((inner, around) => around(inner), handler)
   const answer = (exit: Exit.Exit<unknown, unknown>) =>
@@ -81,7 +154,7 @@ export const makePipeline = (
   requestTimeout: Duration.Duration
 ) => {
   const programs = new Map(routes.map((route) => [route, makeProgram(route)]))
-  const baseServices = (runtime.context as unknown as { readonly unsafeMap: Map<string, unknown> }).unsafeMap
+  const { context: { unsafeMap: baseServices }, fiberRefs, runtimeFlags } = runtime
   const timeoutMillis = Duration.toMillis(requestTimeout)
 
   return (route: EndpointRoute, input: PipelineRequest): Served | Promise<Served> => {
@@ -96,11 +169,7 @@ export const makePipeline = (
     services.set(CollectedHeaders.key, added)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const fiber = Runtime.runFork(
-      Runtime.make({
-        context: Context.unsafeMake(services),
-        fiberRefs: runtime.fiberRefs,
-        runtimeFlags: runtime.runtimeFlags
-      })
+      Runtime.make({ context: Context.unsafeMake(services), fiberRefs, runtimeFlags })
     )(programs.get(route)!)
 
     /** What the fiber's exit is answered with: its answer, or a 503 when it was interrupted (a 500 if it died). */
@@ -113,7 +182,7 @@ export const makePipeline = (
     if (done !== null) return answerOf(done, false)
     // Only a request that waits needs its deadline kept, and its client's going away noticed.
     const signal = input.request.signal
-    const abort = () => fiber.unsafeInterruptAsFork(FiberId.none)
+    const abort = () => fiber.unsafeInterruptAsFork(fiber.id())
     let late = false
     const deadline = setTimeout(() => {
       late = true

@@ -104,3 +104,9 @@ export const decodeFailure = (
       : `Invalid request body: '${field}' ${reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`}`
   )
 }
+
+/** A request the pipeline refuses itself (a failed decode), carried through the fiber's error channel. */
+export class Refused {
+  readonly _tag = "Refused"
+  constructor(readonly refusal: Refusal) {}
+}
