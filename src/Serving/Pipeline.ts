@@ -98,27 +98,28 @@ const decodeRequest = (
 
 /** The answer with the headers the request's effects added, once any pre-response handler has seen it. */
 const finishAnswer = (
-  request: HttpServerRequest.HttpServerRequest,
-  made: Answer | HttpServerResponse.HttpServerResponse,
-  added: Readonly<Record<string, string>>,
-  annotations: Readonly<Record<string, unknown>>
+  { added, log: { annotations }, request }: RequestInput["Type"],
+  made: Answer | HttpServerResponse.HttpServerResponse
 ): Effect.Effect<Served> =>
-  FiberRef.getWith(HttpApp.currentPreResponseHandlers, (handler) => {
-    if (HttpServerResponse.isServerResponse(made)) {
-      const response = HttpServerResponse.setHeaders(made, added)
-      const finished = Option.isNone(handler) ? Effect.succeed(response) : handler.value(request, response)
-      return Effect.map(
-        Effect.orDie(finished),
-        (response): Served => ({ response: HttpServerResponse.toWeb(response), annotations })
-      )
+  FiberRef.getWith(HttpApp.currentPreResponseHandlers, (handler): Effect.Effect<Served> => {
+    if (!HttpServerResponse.isServerResponse(made)) {
+      Object.assign(made.headers, added)
+      if (Option.isNone(handler)) return Effect.succeed(made)
     }
-    Object.assign(made.headers, added)
-    if (Option.isNone(handler)) return Effect.succeed<Served>(made)
-    const response = HttpServerResponse.empty({ status: made.status, headers: made.headers })
-    return Effect.map(
-      Effect.orDie(handler.value(request, response)),
-      (finished): Served => ({ ...made, status: finished.status, headers: { ...finished.headers } })
-    )
+    const run = (response: HttpServerResponse.HttpServerResponse) =>
+      Option.isNone(handler) ? Effect.succeed(response) : Effect.orDie(handler.value(request, response))
+    if (HttpServerResponse.isServerResponse(made)) {
+      return Effect.map(run(HttpServerResponse.setHeaders(made, added)), (response) => ({
+        response: HttpServerResponse.toWeb(response),
+        annotations
+      }))
+    }
+    // A pre-response handler sees the answer as a response, whose status and headers it may change.
+    return Effect.map(run(HttpServerResponse.empty({ status: made.status, headers: made.headers })), (finished) => ({
+      ...made,
+      status: finished.status,
+      headers: { ...finished.headers }
+    }))
   })
 
 /** A route's program: its middleware around its handler, then the answer made from the outcome. */
@@ -130,12 +131,12 @@ const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
   )
   const served = route.middleware.reduceRight((inner, around) => around(inner), handler)
   const answer = (exit: Exit.Exit<unknown, unknown>) =>
-    Effect.flatMap(RequestInput, ({ added, log, request }): Effect.Effect<Served> => {
-      const made = answerFromExit(route, exit, log.annotations)
-      if (made !== undefined) return finishAnswer(request, made, added, log.annotations)
+    Effect.flatMap(RequestInput, (input): Effect.Effect<Served> => {
+      const made = answerFromExit(route, exit, input.log.annotations)
+      if (made !== undefined) return finishAnswer(input, made)
       return Effect.zipRight(
         Effect.logError("unexpected failure", Exit.isFailure(exit) ? exit.cause : undefined),
-        finishAnswer(request, refusalAnswer(Refusals.internalError, log.annotations), added, log.annotations)
+        finishAnswer(input, refusalAnswer(Refusals.internalError, input.log.annotations))
       )
     })
   return Effect.matchCauseEffect(served, {

@@ -90,48 +90,18 @@ export const makeServer = (options: {
     return response
   }
 
-  const answerEndpoint = (
-    request: Request,
-    requestId: string,
-    started: number,
-    route: EndpointRoute,
-    params: Record<string, string>,
-    observed: RequestObservation | undefined
-  ): Response | Promise<Response> => {
-    const finish = (served: Served) => respond(request, requestId, started, served, observed)
-    const run = (body: Gate.ReadBody | undefined) => {
-      const parentSpan = observed?.parentSpan
-      const served = serveEndpoint(route, {
-        request,
-        started,
-        params,
-        query: queryOf(request.url),
-        body,
-        requestId,
-        parentSpan
-      })
-      return served instanceof Promise ? served.then(finish) : finish(served)
-    }
-    const plan = Gate.bodyPlan(route.decodePayload !== undefined, request.method, request.headers)
-    if (plan === "none") return run(undefined)
-    if (plan !== "read") return finish(refusalAnswer(plan))
-    return Gate.readBody(request).then((bytes) => {
-      const body = bytes instanceof Uint8Array ? Gate.checkBody(bytes, request.headers) : bytes
-      return "code" in body ? finish(refusalAnswer(body)) : run(body)
-    })
-  }
-
   const answer = (request: Request): Response | Promise<Response> => {
     const started = performance.now()
-    const sent = request.headers.get("x-request-id")
-    const requestId = sent !== null && REQUEST_ID.test(sent) ? sent : randomUUID()
     const { headers, method, url } = request
+    const sent = headers.get("x-request-id")
+    const requestId = sent !== null && REQUEST_ID.test(sent) ? sent : randomUUID()
     const path = pathOf(url)
     const refusal = Gate.headRefusal(url, headers) ?? Gate.targetRefusal(url)
     const match = refusal === undefined ? table.match(path) : undefined
     // The server span and the request's metrics: every request, with its route once it is known.
     const observed = observe?.({ method, route: match?.entry.path, path, headers })
-    const refuse = (refusal: Refusals.Refusal) => respond(request, requestId, started, refusalAnswer(refusal), observed)
+    const finish = (served: Served) => respond(request, requestId, started, served, observed)
+    const refuse = (refusal: Refusals.Refusal) => finish(refusalAnswer(refusal))
     if (refusal !== undefined) return refuse(refusal)
     if (match === undefined) return refuse(Refusals.notFound(path))
     const { entry, params } = match
@@ -155,25 +125,38 @@ export const makeServer = (options: {
     }
     const target = entry.targets.get(method)
     if (target === undefined) return refuse(Refusals.methodNotAllowed(method, entry.methods))
-    if (target._tag === "Endpoint") return answerEndpoint(request, requestId, started, target.route, params, observed)
-    // The server's own routes take no body; the gate refuses one as it does for the API.
-    const plan = Gate.bodyPlan(false, method, headers)
-    if (plan !== "none") return refuse(plan as Refusals.Refusal)
-    if (method !== "HEAD") {
-      return app(request, requestId, observed?.parentSpan).then((served) =>
-        respond(request, requestId, started, served, observed)
-      )
+    // Only an endpoint that declares a payload takes a body (the server's own routes take none).
+    const route = target._tag === "Endpoint" ? target.route : undefined
+    const plan = Gate.bodyPlan(route?.decodePayload !== undefined, method, headers)
+    if (plan !== "none" && plan !== "read") return refuse(plan)
+    const parentSpan = observed?.parentSpan
+    if (route !== undefined) {
+      const run = (body: Gate.ReadBody | undefined) => {
+        const served = serveEndpoint(route, {
+          request,
+          started,
+          params,
+          query: queryOf(url),
+          body,
+          requestId,
+          parentSpan
+        })
+        return served instanceof Promise ? served.then(finish) : finish(served)
+      }
+      if (plan === "none") return run(undefined)
+      return Gate.readBody(request).then((bytes) => {
+        const body = bytes instanceof Uint8Array ? Gate.checkBody(bytes, headers) : bytes
+        return "code" in body ? refuse(body) : run(body)
+      })
     }
+    if (method !== "HEAD") return app(request, requestId, parentSpan).then(finish)
     // A HEAD to the server's own routes is the GET the app serves, its headers and length without its body.
     const get = new Request(url, { method: "GET", headers, signal: request.signal })
-    return app(get, requestId, observed?.parentSpan).then(async ({ annotations, response }) => {
+    return app(get, requestId, parentSpan).then(async ({ annotations, response }) => {
       const length = (await response.arrayBuffer()).byteLength
-      const headers = new Headers(response.headers)
-      headers.set("content-length", String(length))
-      return respond(request, requestId, started, {
-        response: new Response(null, { status: response.status, headers }),
-        annotations
-      }, observed)
+      const answered = new Response(null, { status: response.status, headers: response.headers })
+      answered.headers.set("content-length", String(length))
+      return finish({ response: answered, annotations })
     })
   }
 
