@@ -22,6 +22,8 @@ export interface ResponseAnswer {
   readonly annotations: Readonly<Record<string, unknown>>
 }
 
+export type Served = Answer | ResponseAnswer
+
 const json = (status: number, body: string | null, annotations: Readonly<Record<string, unknown>> = {}): Answer => ({
   status,
   body,

@@ -47,19 +47,18 @@ export const makeCors = (origins: ReadonlyArray<string>) => {
       : VARY
   return {
     headersFor,
-    isPreflight: (method: string, headers: Headers) =>
-      method === "OPTIONS" && headers.has("origin") && headers.has("access-control-request-method"),
-    /** The headers of the 204 answering a preflight to a path with these methods and declared headers, if allowed. */
-    preflightHeaders: (
-      origin: string | null,
-      methods: ReadonlyArray<string>,
-      declaredHeaders: ReadonlyArray<string>
-    ) => {
+    /**
+     * The headers of the 204 answering a preflight from an allowed origin to a path that answers these methods and
+     * declares these headers; undefined for any other request.
+     */
+    preflight: (request: Request, methods: ReadonlyArray<string>, declared: () => ReadonlyArray<string>) => {
+      if (request.method !== "OPTIONS" || !request.headers.has("access-control-request-method")) return undefined
+      const origin = request.headers.get("origin")
       if (!allows(origin)) return undefined
       return {
         ...headersFor(origin),
         "access-control-allow-methods": methods.join(", "),
-        "access-control-allow-headers": [...new Set([...ALLOWED_HEADERS, ...declaredHeaders])].join(", "),
+        "access-control-allow-headers": [...new Set([...ALLOWED_HEADERS, ...declared()])].join(", "),
         "access-control-max-age": MAX_AGE_SECONDS
       }
     }

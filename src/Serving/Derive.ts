@@ -23,10 +23,9 @@ const transforms = (ast: AST.AST): boolean => {
     case "Refinement":
       return transforms(ast.from)
     case "TypeLiteral":
-      return ast.propertySignatures.some((p) => transforms(p.type)) ||
-        ast.indexSignatures.some((i) => transforms(i.type))
+      return [...ast.propertySignatures, ...ast.indexSignatures].some((p) => transforms(p.type))
     case "TupleType":
-      return ast.elements.some((e) => transforms(e.type)) || ast.rest.some((r) => transforms(r.type))
+      return [...ast.elements, ...ast.rest].some((e) => transforms(e.type))
     case "Union":
       return ast.types.some(transforms)
     default:

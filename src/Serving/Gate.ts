@@ -26,10 +26,7 @@ export const headRefusal = (url: string, headers: Headers): Refusals.Refusal | u
 export const targetRefusal = (url: string): Refusals.Refusal | undefined =>
   url.includes("#") ? Refusals.fragment : undefined
 
-/**
- * What to do with the body, from the head alone: nothing (there is none), read it, or refuse the request unread. Only
- * a request to an endpoint that declares a payload may send one (`takesBody`); anywhere else content has no meaning.
- */
+/** What to do with the body, from the head alone: nothing (there is none), read it, or refuse the request unread. */
 export const bodyPlan = (takesBody: boolean, method: string, headers: Headers): "none" | "read" | Refusals.Refusal => {
   const length = headers.get("content-length")
   if (!takesBody) {
@@ -69,10 +66,7 @@ export const readBody = async (request: Request): Promise<Uint8Array | Refusals.
 }
 
 /** A body that was read: JSON the API may decode (its text and value). */
-export interface ReadBody {
-  readonly text: string
-  readonly json: unknown
-}
+export type ReadBody = { readonly text: string; readonly json: unknown }
 
 /** Strict: bytes that are not UTF-8 are refused, not turned into U+FFFD and stored. */
 const utf8 = new TextDecoder("utf-8", { fatal: true })

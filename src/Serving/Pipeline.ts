@@ -1,28 +1,25 @@
 /**
- * Running one request to a declared endpoint: middleware → handler → answer, in one fiber. The request is decoded by
- * its endpoint's own schemas, in HttpApi's order (path, payload, headers, query), before the fiber starts: decoding is
- * pure, and its outcome is what the handler receives once the middleware passed. The fiber starts with a context of the
- * request's own: the request, the annotations its log lines carry (its request id for every fiber it starts: the
- * runtime's loggers read it there, `Logging.withRequestAnnotations`), its server span. The programs are built once per
- * route from what `Derive.ts` derived; a request only supplies its input. A fiber that finishes at once (a read on
- * SQLite's synchronous driver) is answered at once; any other is awaited.
- *
- * As in HttpApi, the middleware run before the decoded request is looked at (an unauthenticated request is a 401
- * whatever its query), a failure is encoded as the endpoint declares it, and the headers the request's effects added
+ * Running one request to a declared endpoint: middleware → handler → answer, in one fiber. The programs are built once
+ * per route from what `Derive.ts` derived; a request only supplies its input, decoded by the endpoint's own schemas in
+ * HttpApi's order (path, payload, headers, query) before its fiber starts, as decoding is pure. As in HttpApi, the
+ * middleware run before the decoded request is looked at (an unauthenticated request is a 401 whatever its query), a
+ * failure is encoded as the endpoint declares it, and the headers the request's effects added
  * (`ResponseHeaders.addResponseHeaders`, or the platform's pre-response handlers) apply to the answer, whatever its
  * outcome. A failure nobody declared is a logged 500, an interrupted request a 503.
+ *
+ * The fiber starts with a context of the request's own: the request, the annotations its log lines carry (its request
+ * id for every fiber it starts: the runtime's loggers read it there, `Logging.withRequestAnnotations`), its server
+ * span. A fiber that finishes at once (a read on SQLite's synchronous driver) is answered at once; any other is awaited.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Either, Exit, FiberRef, Option, ParseResult, Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Operations/Logging.js"
 import { CollectedHeaders } from "../ResponseHeaders.js"
-import { type Answer, answerFromExit, refusalAnswer, type ResponseAnswer } from "./Answer.js"
+import { type Answer, answerFromExit, refusalAnswer, type Served } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
 import * as Refusals from "./Refusals.js"
-
-type Served = Answer | ResponseAnswer
 
 /** A request to a route that passed the gates, as the server hands it to the pipeline. */
 export interface PipelineRequest {

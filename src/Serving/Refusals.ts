@@ -7,19 +7,14 @@ import type { ParseResult } from "effect"
 import { errorBody, type ErrorCode } from "../Domain/Errors.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
 
-export interface Refusal {
-  readonly status: number
-  readonly code: ErrorCode
-  readonly message: string
-  readonly headers?: Readonly<Record<string, string>> | undefined
-}
+const refusal = (status: number, code: ErrorCode, message: string, headers?: Readonly<Record<string, string>>) => ({
+  status,
+  code,
+  message,
+  headers
+})
 
-const refusal = (
-  status: number,
-  code: ErrorCode,
-  message: string,
-  headers?: Readonly<Record<string, string>>
-): Refusal => ({ status, code, message, headers })
+export type Refusal = ReturnType<typeof refusal>
 
 /** The JSON body of a refusal: the interface's `Error` object. */
 export const refusalBody = (refused: Refusal): string =>

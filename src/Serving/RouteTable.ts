@@ -9,15 +9,6 @@
  * decode). Nothing else matches: no other case, no doubled slash, no `;` parameters on a fixed segment.
  */
 
-export interface RouteEntry<A> {
-  /** As declared: `/v1/pets/:petId`. */
-  readonly path: string
-  /** The methods answered, HEAD included wherever GET is. */
-  readonly methods: ReadonlyArray<string>
-  /** What serves each method (HEAD served as GET when it has none of its own). */
-  readonly targets: ReadonlyMap<string, A>
-}
-
 const segmentsOf = (path: string) => path.split("/").slice(1)
 
 /** The params of a path spelled as `declared` (its segments), still percent-encoded; undefined when it is not. */
@@ -42,19 +33,24 @@ export const makeRouteTable = <A>(
     const targets = byPath.get(path) ?? byPath.set(path, new Map()).get(path)!
     if (!targets.has(method)) targets.set(method, target)
   }
-  const entries = [...byPath].map(([path, targets]): RouteEntry<A> & { readonly segments: ReadonlyArray<string> } => {
+  const entries = [...byPath].map(([path, targets]) => {
+    // HEAD is served as GET where it has no target of its own.
     if (targets.has("GET") && !targets.has("HEAD")) targets.set("HEAD", targets.get("GET")!)
-    return { path, methods: [...targets.keys()], targets, segments: segmentsOf(path) }
+    // The path as declared (`/v1/pets/:petId`), the methods it answers, what serves each.
+    return {
+      path,
+      methods: [...targets.keys()],
+      targets: targets as ReadonlyMap<string, A>,
+      segments: segmentsOf(path)
+    }
   })
   const exact = new Map(entries.filter((entry) => !entry.path.includes("/:")).map((entry) => [entry.path, entry]))
 
   /** The route a path belongs to, whatever the method, with its path parameters. */
-  const match = (
-    path: string
-  ): { readonly entry: RouteEntry<A>; readonly params: Record<string, string> } | undefined => {
+  const match = (path: string) => {
     const trimmed = path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path
     const found = exact.get(trimmed)
-    if (found !== undefined) return { entry: found, params: {} }
+    if (found !== undefined) return { entry: found, params: {} as Record<string, string> }
     const segments = segmentsOf(trimmed)
     for (const entry of entries) {
       const params = paramsOf(entry.segments, segments)

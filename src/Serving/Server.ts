@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto"
 import type { ObservabilityHooks, RequestObservation } from "../Observability/Hooks.js"
-import { type Answer, refusalAnswer, type ResponseAnswer } from "./Answer.js"
+import { refusalAnswer, type Served } from "./Answer.js"
 import type { AppServer } from "./App.js"
 import type { Cors } from "./Cors.js"
 import type { EndpointRoute } from "./Derive.js"
@@ -20,8 +20,6 @@ import { pathOf, queryOf } from "./Url.js"
 
 /** What serves a method of a path: a declared endpoint, or the HttpApi app (the server's own routes). */
 export type Target = { readonly _tag: "Endpoint"; readonly route: EndpointRoute } | { readonly _tag: "App" }
-
-type Served = Answer | ResponseAnswer
 
 /** What every response carries besides its request id (a route may set its own `Cache-Control`). */
 const PROTECTIVE_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" } as const
@@ -105,23 +103,16 @@ export const makeServer = (options: {
     if (refusal !== undefined) return refuse(refusal)
     if (match === undefined) return refuse(Refusals.notFound(path))
     const { entry, params } = match
-    if (cors !== undefined && cors.isPreflight(method, headers)) {
-      const declared = [...entry.targets.values()].flatMap((target) =>
-        target._tag === "Endpoint" ? target.route.headerNames : []
-      )
-      const preflight = cors.preflightHeaders(headers.get("origin"), entry.methods, declared)
-      if (preflight !== undefined) {
-        log(request, 204, started, undefined, requestId, observed?.parentSpan)
-        observed?.end(204, undefined)
-        return new Response(null, {
-          status: 204,
-          headers: {
-            ...preflight,
-            "x-content-type-options": PROTECTIVE_HEADERS["x-content-type-options"],
-            "x-request-id": requestId
-          }
-        })
-      }
+    const preflight = cors?.preflight(
+      request,
+      entry.methods,
+      () => [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.route.headerNames : [])
+    )
+    if (preflight !== undefined) {
+      log(request, 204, started, undefined, requestId, observed?.parentSpan)
+      observed?.end(204, undefined)
+      const nosniff = { "x-content-type-options": PROTECTIVE_HEADERS["x-content-type-options"] }
+      return new Response(null, { status: 204, headers: { ...preflight, ...nosniff, "x-request-id": requestId } })
     }
     const target = entry.targets.get(method)
     if (target === undefined) return refuse(Refusals.methodNotAllowed(method, entry.methods))
