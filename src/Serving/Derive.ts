@@ -50,7 +50,8 @@ type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError
 const decoder = (schema: Option.Option<Schema.Schema.Any>): Decoder | undefined =>
   Option.isNone(schema) ? undefined : Schema.decodeUnknownEither(schema.value as Schema.Schema<unknown, unknown>)
 
-const errorsOf = (...unions: ReadonlyArray<Schema.Schema.Any>) => {
+/** The members of these unions (a success or error schema, deunionized as HttpApi reads it). */
+const membersOf = (...unions: ReadonlyArray<Schema.Schema.Any>) => {
   const errors = new Set<Schema.Schema.Any>()
   for (const union of unions) HttpApiSchema.deunionize(errors, union)
   return errors
@@ -58,7 +59,7 @@ const errorsOf = (...unions: ReadonlyArray<Schema.Schema.Any>) => {
 
 /** Why the pipeline cannot serve an endpoint exactly as the HttpApi app does, if it cannot. */
 const unservable = (endpoint: HttpApiEndpoint.HttpApiEndpoint.AnyWithProps): string | undefined => {
-  const successes = errorsOf(endpoint.successSchema)
+  const successes = membersOf(endpoint.successSchema)
   if (successes.size !== 1) return "it declares several successes"
   if (HttpApiSchema.getEncoding([...successes][0].ast).kind !== "Json") return "its success is not JSON"
   if (Option.isSome(endpoint.payloadSchema)) {
@@ -86,7 +87,7 @@ const makeRoute = (
   handler: AnyHandler,
   middleware: ReadonlyArray<ReturnType<typeof makeMiddleware>>
 ) => {
-  const [success] = errorsOf(endpoint.successSchema)
+  const [success] = membersOf(endpoint.successSchema)
   const headerNames = Option.isNone(endpoint.headersSchema)
     ? []
     : structOf(endpoint.headersSchema.value.ast)!.propertySignatures.map((p) => String(p.name).toLowerCase())
@@ -125,7 +126,7 @@ const makeRoute = (
       ? (value: unknown) => JSON.stringify(encode(value))
       : (value: unknown): string | null => JSON.stringify(value),
     /** Each declared error, with its status; the first whose type the failure is encodes it. */
-    failures: [...errorsOf(endpoint.errorSchema, group.errorSchema, api.errorSchema)].map((schema) => ({
+    failures: [...membersOf(endpoint.errorSchema, group.errorSchema, api.errorSchema)].map((schema) => ({
       schema,
       status: HttpApiSchema.getStatusError(schema),
       is: Schema.is(schema),
