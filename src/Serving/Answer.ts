@@ -1,13 +1,11 @@
 /**
  * The answer to a request before it is a `Response` (the server adds its own headers and writes the log line from
- * it), and how the pipeline makes one from the outcome of a request: its success as the endpoint encodes it (or the
- * response a handler made itself), a refusal, a declared error as the endpoint encodes it.
+ * it), and how the pipeline makes one from the outcome of a request.
  */
 import { HttpServerResponse } from "@effect/platform"
 import { Cause, Exit, Option } from "effect"
 import type { EndpointRoute } from "./Derive.js"
 import * as Refusals from "./Refusals.js"
-import { Refused } from "./RequestInput.js"
 
 /** An answer before it is a `Response`. */
 export interface Answer {
@@ -24,26 +22,25 @@ export interface ResponseAnswer {
   readonly annotations: Readonly<Record<string, unknown>>
 }
 
-const NONE: Readonly<Record<string, unknown>> = {}
+export type Served = Answer | ResponseAnswer
 
-export const refusalAnswer = (refusal: Refusals.Refusal, annotations = NONE): Answer => ({
-  status: refusal.status,
-  body: Refusals.refusalBody(refusal),
-  headers: { "content-type": "application/json", ...refusal.headers },
-  annotations
-})
-
-const json = (status: number, body: string | null, annotations: Readonly<Record<string, unknown>>): Answer => ({
+const json = (status: number, body: string | null, annotations: Readonly<Record<string, unknown>> = {}): Answer => ({
   status,
   body,
   headers: body === null ? {} : { "content-type": "application/json" },
   annotations
 })
 
+export const refusalAnswer = (refusal: Refusals.Refusal, annotations?: Readonly<Record<string, unknown>>): Answer => {
+  const answer = json(refusal.status, Refusals.refusalBody(refusal), annotations)
+  Object.assign(answer.headers, refusal.headers)
+  return answer
+}
+
 /**
- * The answer a finished request gives, made from its outcome: its success as the endpoint encodes it (a response the
- * handler made is kept as it is), a refusal, a declared error as the endpoint encodes it, a 503 for an interrupted
- * request; else `undefined` (a failure nobody declared).
+ * The answer a finished request gives: its success as the endpoint encodes it (a response the handler made is kept as
+ * it is), a refusal, a declared error as the endpoint encodes it, a 503 for an interrupted request; else `undefined`
+ * (a failure nobody declared).
  */
 export const answerFromExit = (
   route: EndpointRoute,
@@ -51,15 +48,14 @@ export const answerFromExit = (
   annotations: Readonly<Record<string, unknown>>
 ): Answer | HttpServerResponse.HttpServerResponse | undefined => {
   if (Exit.isSuccess(exit)) {
-    const value = exit.value
-    if (HttpServerResponse.isServerResponse(value)) return value
-    return json(route.successStatus, route.encodeSuccess(value), annotations)
+    return HttpServerResponse.isServerResponse(exit.value)
+      ? exit.value
+      : json(route.successStatus, route.encodeSuccess(exit.value), annotations)
   }
   if (Cause.isInterruptedOnly(exit.cause)) return refusalAnswer(Refusals.shuttingDown, annotations)
   const failure = Cause.failureOption(exit.cause)
   if (Option.isNone(failure)) return undefined
-  const error = failure.value
-  if (error instanceof Refused) return refusalAnswer(error.refusal, annotations)
-  const declared = route.failures.find((candidate) => candidate.is(error))
-  return declared === undefined ? undefined : json(declared.status, JSON.stringify(declared.encode(error)), annotations)
+  if (failure.value instanceof Refusals.Refused) return refusalAnswer(failure.value.refusal, annotations)
+  const declared = route.failures.find((candidate) => candidate.is(failure.value))
+  return declared && json(declared.status, JSON.stringify(declared.encode(failure.value)), annotations)
 }

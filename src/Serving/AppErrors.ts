@@ -6,37 +6,23 @@
  */
 import { HttpApiError, type HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option } from "effect"
-import type { DecodedPart, Refusal } from "./Refusals.js"
 import * as Refusals from "./Refusals.js"
 import { queryOf } from "./Url.js"
 
-const answer = (refusal: Refusal) =>
+const answer = (refusal: Refusals.Refusal) =>
   HttpServerResponse.text(Refusals.refusalBody(refusal), {
     status: refusal.status,
     contentType: "application/json",
     ...(refusal.headers === undefined ? {} : { headers: refusal.headers })
   })
 
-export interface AppErrorsOptions {
+export const appErrors = (options: {
   /** Whether a failure is an error the API declares (its encoder answers it). */
   readonly isDeclared: (error: unknown) => boolean
   /** The header names an endpoint declares, by method and path. */
   readonly declaredHeaders: (method: string, path: string) => ReadonlyArray<string>
-}
-
-/** Which part of the request a failed decode was about, as far as the app's error tells. */
-const partOf = (
-  request: HttpServerRequest.HttpServerRequest,
-  name: string,
-  options: AppErrorsOptions
-): DecodedPart => {
-  const path = request.url.split("?")[0]
-  if (options.declaredHeaders(request.method, path).includes(name)) return "header"
-  if (request.method !== "GET" && request.method !== "HEAD") return "body"
-  return name in queryOf(request.url) ? "query" : "path"
-}
-
-export const appErrors = (options: AppErrorsOptions) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+}) =>
+<E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.catchAllCause(
     app,
     (cause) =>
@@ -45,17 +31,26 @@ export const appErrors = (options: AppErrorsOptions) => <E, R>(app: HttpApp.Defa
         (request): Effect.Effect<HttpServerResponse.HttpServerResponse, E> => {
           const failure = Cause.failureOption(cause)
           const error: unknown = Option.isSome(failure) ? failure.value : Cause.squash(cause)
+          const path = request.url.split("?")[0]
           if (error instanceof HttpApiError.HttpApiDecodeError) {
+            // Which part of the request the failed decode was about, as far as the app's error tells.
             const issue = error.issues[0]
-            const part = partOf(request, String(issue?.path[0] ?? ""), options)
+            const name = String(issue?.path[0] ?? "")
             const query = queryOf(request.url)
+            const part = options.declaredHeaders(request.method, path).includes(name)
+              ? "header"
+              : request.method !== "GET" && request.method !== "HEAD"
+              ? "body"
+              : name in query
+              ? "query"
+              : "path"
             return Effect.succeed(answer(Refusals.decodeFailure(part, issue, (name) => Array.isArray(query[name]))))
           }
           if (Option.isSome(failure) && options.isDeclared(error)) return Effect.failCause(cause as Cause.Cause<E>)
           if (Option.isNone(failure) && Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<E>)
           // The router found no route for a path the route table matched: a parameter it could not read (`%zz`).
           if (error instanceof HttpServerError.RouteNotFound) {
-            return Effect.succeed(answer(Refusals.unreadablePath(request.url.split("?")[0])))
+            return Effect.succeed(answer(Refusals.unreadablePath(path)))
           }
           if (error instanceof HttpServerError.RequestError) {
             return Effect.succeed(answer(

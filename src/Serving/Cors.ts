@@ -31,24 +31,12 @@ const MAX_AGE_SECONDS = "600"
 /** What every answer says while CORS is on, whatever its origin. */
 const VARY = { vary: "Origin" } as const
 
-export interface Cors {
-  /** The headers every answer to this origin carries (`Vary` alone without an origin or for one not allowed). */
-  readonly headersFor: (origin: string | null) => Readonly<Record<string, string>>
-  /** Whether the request is a preflight. */
-  readonly isPreflight: (method: string, headers: Headers) => boolean
-  /** The headers of the 204 answering a preflight to a path that answers these methods and declares these headers. */
-  readonly preflightHeaders: (
-    origin: string | null,
-    methods: ReadonlyArray<string>,
-    declaredHeaders: ReadonlyArray<string>
-  ) => Readonly<Record<string, string>> | undefined
-}
-
 /** CORS for these origins (`["*"]`: any origin, without credentials). */
-export const makeCors = (origins: ReadonlyArray<string>): Cors => {
+export const makeCors = (origins: ReadonlyArray<string>) => {
   const any = origins.includes("*")
   const allowed = new Set(origins)
   const allows = (origin: string | null): origin is string => origin !== null && (any || allowed.has(origin))
+  /** The headers every answer to this origin carries (`Vary` alone without an origin or for one not allowed). */
   const headersFor = (origin: string | null): Readonly<Record<string, string>> =>
     allows(origin)
       ? {
@@ -59,16 +47,22 @@ export const makeCors = (origins: ReadonlyArray<string>): Cors => {
       : VARY
   return {
     headersFor,
-    isPreflight: (method, headers) =>
-      method === "OPTIONS" && headers.has("origin") && headers.has("access-control-request-method"),
-    preflightHeaders: (origin, methods, declaredHeaders) => {
+    /**
+     * The headers of the 204 answering a preflight from an allowed origin to a path that answers these methods and
+     * declares these headers; undefined for any other request.
+     */
+    preflight: (request: Request, methods: ReadonlyArray<string>, declared: () => ReadonlyArray<string>) => {
+      if (request.method !== "OPTIONS" || !request.headers.has("access-control-request-method")) return undefined
+      const origin = request.headers.get("origin")
       if (!allows(origin)) return undefined
       return {
         ...headersFor(origin),
         "access-control-allow-methods": methods.join(", "),
-        "access-control-allow-headers": [...new Set([...ALLOWED_HEADERS, ...declaredHeaders])].join(", "),
+        "access-control-allow-headers": [...new Set([...ALLOWED_HEADERS, ...declared()])].join(", "),
         "access-control-max-age": MAX_AGE_SECONDS
       }
     }
   }
 }
+
+export type Cors = ReturnType<typeof makeCors>

@@ -7,189 +7,166 @@
  * Deriving is pure: it returns the routes and, for every endpoint it could not serve exactly as the HttpApi app would,
  * the reason. A test keeps that list empty.
  */
-import { type HttpApi, type HttpApiMiddleware, HttpApiSchema } from "@effect/platform"
+import { type HttpApi, type HttpApiEndpoint, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Context, Either, Option, type ParseResult, Schema } from "effect"
+import type * as AST from "effect/SchemaAST"
 import type { AnyHandler, ApiHandlers } from "./Handlers.js"
-import { makeMiddleware, type Middleware } from "./Middleware.js"
-import { headerNamesOf, headersStructOf, singleStringFields, transforms } from "./SchemaShapes.js"
+import { makeMiddleware } from "./Middleware.js"
 
-type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
-
-export interface EndpointRoute {
-  readonly group: string
-  readonly name: string
-  readonly method: string
-  readonly path: string
-  readonly decodePath: Decoder | undefined
-  readonly decodeQuery: Decoder | undefined
-  /** Decodes the headers the endpoint declares, read from the request's own (`Headers`, as Bun hands them over). */
-  readonly decodeHeaders: ((headers: Headers) => ReturnType<Decoder>) | undefined
-  readonly decodePayload: Decoder | undefined
-  /** The request headers the endpoint declares (lower case, as HttpApi reads them). */
-  readonly headerNames: ReadonlyArray<string>
-  /** The middleware in the order they run (the first is the outermost, as HttpApi nests them). */
-  readonly middleware: ReadonlyArray<Middleware>
-  readonly handler: AnyHandler
-  readonly successStatus: number
-  /** The success's JSON text, or null for an empty body. */
-  readonly encodeSuccess: (value: unknown) => string | null
-  /** Each declared error, with its status; the first whose type the failure is encodes it. */
-  readonly failures: ReadonlyArray<{
-    readonly schema: Schema.Schema.Any
-    readonly status: number
-    readonly is: (u: unknown) => boolean
-    readonly encode: (error: unknown) => unknown
-  }>
-}
-
-export interface Unserved {
-  readonly endpoint: string
-  readonly reason: string
-}
-
-export interface Derived {
-  readonly routes: ReadonlyArray<EndpointRoute>
-  readonly unserved: ReadonlyArray<Unserved>
-}
-
-/**
- * Decodes the headers a struct declares, read by name from the request's `Headers`: what HttpApi decodes from a record
- * of all of them (a struct reads its own properties and ignores the rest), without building that record.
- */
-const headersDecoder = (
-  schema: Schema.Schema.Any,
-  names: ReadonlyArray<string>
-): NonNullable<EndpointRoute["decodeHeaders"]> => {
-  const decode = decoder(Option.some(schema))!
-  return (headers: Headers) => {
-    const declared: Record<string, string> = {}
-    for (const name of names) {
-      const value = headers.get(name)
-      if (value !== null) declared[name] = value
-    }
-    return decode(declared)
+/** Whether encoding a value of this schema changes it (else the value is its own JSON form). */
+const transforms = (ast: AST.AST): boolean => {
+  switch (ast._tag) {
+    case "Transformation":
+    case "Declaration":
+    case "Suspend":
+      return true
+    case "Refinement":
+      return transforms(ast.from)
+    case "TypeLiteral":
+      return [...ast.propertySignatures, ...ast.indexSignatures].some((p) => transforms(p.type))
+    case "TupleType":
+      return [...ast.elements, ...ast.rest].some((e) => transforms(e.type))
+    case "Union":
+      return ast.types.some(transforms)
+    default:
+      return false
   }
 }
 
+/** The struct a query or headers schema decodes (the only form HttpApi reads them in), if it is one. */
+const structOf = (ast: AST.AST): AST.TypeLiteral | undefined => {
+  while (ast._tag === "Transformation" || ast._tag === "Refinement") ast = ast.from
+  return ast._tag === "TypeLiteral" && ast.indexSignatures.length === 0 ? ast : undefined
+}
+
+/** Whether a query field is read as an array (HttpApi would wrap a single value for it). */
+const isArrayLike = (ast: AST.AST): boolean =>
+  ast._tag === "TupleType" ||
+  (ast._tag === "Union" && ast.types.some(isArrayLike)) ||
+  ((ast._tag === "Refinement" || ast._tag === "Transformation") && isArrayLike(ast.from))
+
+type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
+
 const decoder = (schema: Option.Option<Schema.Schema.Any>): Decoder | undefined =>
-  Option.match(schema, {
-    onNone: () => undefined,
-    onSome: (s) => Schema.decodeUnknownEither(s as Schema.Schema<unknown, unknown>) as Decoder
-  })
+  Option.isNone(schema) ? undefined : Schema.decodeUnknownEither(schema.value as Schema.Schema<unknown, unknown>)
+
+/** The members of these unions (a success or error schema, deunionized as HttpApi reads it). */
+const membersOf = (...unions: ReadonlyArray<Schema.Schema.Any>) => {
+  const errors = new Set<Schema.Schema.Any>()
+  for (const union of unions) HttpApiSchema.deunionize(errors, union)
+  return errors
+}
+
+/** Why the pipeline cannot serve an endpoint exactly as the HttpApi app does, if it cannot. */
+const unservable = (endpoint: HttpApiEndpoint.HttpApiEndpoint.AnyWithProps): string | undefined => {
+  const successes = membersOf(endpoint.successSchema)
+  if (successes.size !== 1) return "it declares several successes"
+  if (HttpApiSchema.getEncoding([...successes][0].ast).kind !== "Json") return "its success is not JSON"
+  if (Option.isSome(endpoint.payloadSchema)) {
+    if (endpoint.method === "GET" || endpoint.method === "HEAD") return "its payload is read from the query"
+    const ast = endpoint.payloadSchema.value.ast
+    if (
+      HttpApiSchema.getEncoding(ast).kind !== "Json" || HttpApiSchema.getMultipart(ast) !== undefined ||
+      HttpApiSchema.getMultipartStream(ast) !== undefined
+    ) return "its payload is not JSON"
+  }
+  const query = Option.map(endpoint.urlParamsSchema, (schema) => structOf(schema.ast))
+  if (Option.isSome(query) && !query.value?.propertySignatures.every((p) => !isArrayLike(p.type))) {
+    return "its query has array-valued parameters"
+  }
+  if (Option.isSome(endpoint.headersSchema) && structOf(endpoint.headersSchema.value.ast) === undefined) {
+    return "its headers are not a struct of named headers"
+  }
+}
+
+/** An endpoint's route, given its handler and the implementations of the middleware it runs, outermost first. */
+const makeRoute = (
+  api: HttpApi.HttpApi.AnyWithProps,
+  group: HttpApiGroup.HttpApiGroup.AnyWithProps,
+  endpoint: HttpApiEndpoint.HttpApiEndpoint.AnyWithProps,
+  handler: AnyHandler,
+  middleware: ReadonlyArray<ReturnType<typeof makeMiddleware>>
+) => {
+  const [success] = membersOf(endpoint.successSchema)
+  const headerNames = Option.isNone(endpoint.headersSchema)
+    ? []
+    : structOf(endpoint.headersSchema.value.ast)!.propertySignatures.map((p) => String(p.name).toLowerCase())
+  const decodeDeclared = decoder(endpoint.headersSchema)
+  const encode = Schema.encodeSync(success as Schema.Schema<unknown, unknown>)
+  return {
+    group: group.identifier,
+    name: endpoint.name,
+    method: endpoint.method,
+    path: endpoint.path,
+    decodePath: decoder(endpoint.pathSchema),
+    decodeQuery: decoder(endpoint.urlParamsSchema),
+    /**
+     * Decodes the declared headers, read by name from the request's `Headers`: what HttpApi decodes from a record of
+     * all of them (a struct reads its own properties and ignores the rest), without building that record.
+     */
+    decodeHeaders: decodeDeclared && ((headers: Headers) => {
+      const declared: Record<string, string> = {}
+      for (const name of headerNames) {
+        const value = headers.get(name)
+        if (value !== null) declared[name] = value
+      }
+      return decodeDeclared(declared)
+    }),
+    decodePayload: decoder(endpoint.payloadSchema),
+    /** The request headers the endpoint declares (lower case, as HttpApi reads them). */
+    headerNames,
+    /** The middleware in the order they run (the first is the outermost, as HttpApi nests them). */
+    middleware,
+    handler,
+    successStatus: HttpApiSchema.getStatusSuccess(success),
+    /** The success's JSON text, or null for an empty body. */
+    encodeSuccess: success.ast._tag === "VoidKeyword"
+      ? () => null
+      : transforms(success.ast)
+      ? (value: unknown) => JSON.stringify(encode(value))
+      : (value: unknown): string | null => JSON.stringify(value),
+    /** Each declared error, with its status; the first whose type the failure is encodes it. */
+    failures: [...membersOf(endpoint.errorSchema, group.errorSchema, api.errorSchema)].map((schema) => ({
+      schema,
+      status: HttpApiSchema.getStatusError(schema),
+      is: Schema.is(schema),
+      encode: Schema.encodeSync(schema as Schema.Schema<unknown, unknown>)
+    }))
+  }
+}
+
+export type EndpointRoute = ReturnType<typeof makeRoute>
 
 /**
  * The routes of `api`, given the handlers of its groups and the context holding its middleware implementations (the
- * context the HttpApi app is built with).
+ * context the HttpApi app is built with), and the endpoints it cannot serve with the reason.
  */
 export const deriveRoutes = (
   api: HttpApi.HttpApi.AnyWithProps,
   handlers: Context.Tag.Service<ApiHandlers>,
   middlewareContext: Context.Context<never>
-): Derived => {
+) => {
   const routes: Array<EndpointRoute> = []
-  const unserved: Array<Unserved> = []
-  const apiMiddleware = [...api.middlewares].reverse()
-
+  const unserved: Array<{ readonly endpoint: string; readonly reason: string }> = []
   for (const group of Object.values(api.groups)) {
     for (const endpoint of Object.values(group.endpoints)) {
-      const name = `${group.identifier}.${endpoint.name}`
-      const skip = (reason: string) => unserved.push({ endpoint: name, reason })
       const handler = handlers[group.identifier]?.[endpoint.name]
-      if (handler === undefined) {
-        skip("no handler is given for it")
-        continue
-      }
-      const successes = new Set<Schema.Schema.Any>()
-      HttpApiSchema.deunionize(successes, endpoint.successSchema)
-      if (successes.size !== 1) {
-        skip("it declares several successes")
-        continue
-      }
-      const [success] = successes
-      if (HttpApiSchema.getEncoding(success.ast).kind !== "Json") {
-        skip("its success is not JSON")
-        continue
-      }
-      if (Option.isSome(endpoint.payloadSchema) && (endpoint.method === "GET" || endpoint.method === "HEAD")) {
-        skip("its payload is read from the query")
-        continue
-      }
-      if (Option.isSome(endpoint.payloadSchema)) {
-        const ast = endpoint.payloadSchema.value.ast
-        if (
-          HttpApiSchema.getEncoding(ast).kind !== "Json" || HttpApiSchema.getMultipart(ast) !== undefined ||
-          HttpApiSchema.getMultipartStream(ast) !== undefined
-        ) {
-          skip("its payload is not JSON")
-          continue
-        }
-      }
-      if (Option.isSome(endpoint.urlParamsSchema) && !singleStringFields(endpoint.urlParamsSchema.value.ast)) {
-        skip("its query has array-valued parameters")
-        continue
-      }
-      if (Option.isSome(endpoint.headersSchema) && headersStructOf(endpoint.headersSchema.value.ast) === undefined) {
-        skip("its headers are not a struct of named headers")
-        continue
-      }
-
-      // Middleware, outermost first: HttpApi nests the API's, then the group's and the endpoint's, each later one around
-      // the earlier ones.
-      const declared = [...apiMiddleware, ...[...group.middlewares, ...endpoint.middlewares].reverse()]
-      const middleware: Array<Middleware> = []
-      for (const tag of declared) {
-        const implementation = Context.getOption(middlewareContext, tag as unknown as Context.Tag<unknown, unknown>)
-        if (Option.isNone(implementation)) {
-          skip(`the implementation of the middleware ${tag.key} is not provided`)
-          break
-        }
-        middleware.push(makeMiddleware(tag as HttpApiMiddleware.TagClassAny, implementation.value))
-      }
-      if (middleware.length !== declared.length) continue
-
-      const status = HttpApiSchema.getStatusSuccess(success)
-      const encodeSuccess = success.ast._tag === "VoidKeyword"
-        ? () => null
-        : transforms(success.ast)
-        ? ((encode) => (value: unknown) => JSON.stringify(encode(value)))(
-          Schema.encodeSync(success as Schema.Schema<unknown, unknown>)
+      // Middleware, outermost first: HttpApi nests the API's, then the group's and the endpoint's, each later one
+      // around the earlier ones.
+      const declared = [...api.middlewares].reverse().concat([...group.middlewares, ...endpoint.middlewares].reverse())
+      const missing = declared.find((tag) => Option.isNone(Context.getOption(middlewareContext, tag as never)))
+      const reason = handler === undefined
+        ? "no handler is given for it"
+        : missing !== undefined
+        ? `the implementation of the middleware ${missing.key} is not provided`
+        : unservable(endpoint)
+      if (reason !== undefined) unserved.push({ endpoint: `${group.identifier}.${endpoint.name}`, reason })
+      else {
+        const middleware = declared.map((tag) =>
+          makeMiddleware(tag, Context.unsafeGet(middlewareContext, tag as never))
         )
-        : (value: unknown) => JSON.stringify(value)
-
-      const errors = new Set<Schema.Schema.Any>()
-      HttpApiSchema.deunionize(errors, endpoint.errorSchema)
-      HttpApiSchema.deunionize(errors, group.errorSchema)
-      HttpApiSchema.deunionize(errors, api.errorSchema)
-      const failures = [...errors].map((schema) => ({
-        schema,
-        status: HttpApiSchema.getStatusError(schema),
-        is: Schema.is(schema),
-        encode: Schema.encodeSync(schema as Schema.Schema<unknown, unknown>)
-      }))
-
-      const headerNames = Option.match(endpoint.headersSchema, {
-        onNone: () => [],
-        onSome: (schema) => headerNamesOf(schema.ast)
-      })
-      routes.push({
-        group: group.identifier,
-        name: endpoint.name,
-        method: endpoint.method,
-        path: endpoint.path,
-        decodePath: decoder(endpoint.pathSchema),
-        decodeQuery: decoder(endpoint.urlParamsSchema),
-        decodeHeaders: Option.match(endpoint.headersSchema, {
-          onNone: () => undefined,
-          onSome: (schema) => headersDecoder(schema, headerNames)
-        }),
-        decodePayload: decoder(endpoint.payloadSchema),
-        headerNames,
-        middleware,
-        handler,
-        successStatus: status,
-        encodeSuccess,
-        failures
-      })
+        routes.push(makeRoute(api, group, endpoint, handler!, middleware))
+      }
     }
   }
   return { routes, unserved }

@@ -3,24 +3,16 @@
  * head, the form of its target, and its body. One set of rules, whichever way the request is then served.
  *
  * Bodies: only a request to an endpoint that declares a payload may send one (RFC 9110 §9.3.1: content in a GET has no
- * meaning, and ignoring it is how requests get smuggled); it is `application/json` in UTF-8, at most `MAX_BODY_BYTES` (a declared length past it
- * is refused unread, a body of unknown length once the limit is passed, never read further), and JSON that
- * `JsonBody.readJsonBody` accepts.
+ * meaning, and ignoring it is how requests get smuggled); it is `application/json` in UTF-8, at most `MAX_BODY_BYTES`
+ * (a declared length past it is refused unread, a body of unknown length once the limit is passed, never read further),
+ * and JSON that `JsonBody.jsonProblem` accepts.
  */
-import { isJsonMediaType, readJsonBody } from "./JsonBody.js"
+import { isJsonMediaType, jsonProblem } from "./JsonBody.js"
 import * as Refusals from "./Refusals.js"
 import { targetStart } from "./Url.js"
 
-/** What the gate needs of a request's headers (the web `Headers`, or a view of the platform's). */
-export interface HeaderView {
-  get(name: string): string | null
-}
-
 /** Which limit a request's head passes, if any: 414 for its target (path and query), 431 for its headers. */
-export const headRefusal = (
-  url: string,
-  headers: Iterable<readonly [string, string]>
-): Refusals.Refusal | undefined => {
+export const headRefusal = (url: string, headers: Headers): Refusals.Refusal | undefined => {
   if (url.length - targetStart(url) > Refusals.MAX_URL_LENGTH) return Refusals.uriTooLong
   let size = 0
   for (const [name, value] of headers) size += name.length + value.length + 4
@@ -34,31 +26,15 @@ export const headRefusal = (
 export const targetRefusal = (url: string): Refusals.Refusal | undefined =>
   url.includes("#") ? Refusals.fragment : undefined
 
-/**
- * What to do with the body, from the head alone: nothing (there is none), read it, or refuse the request unread. Only
- * a request to an endpoint that declares a payload may send one (`takesBody`); anywhere else content has no meaning.
- */
-export const bodyPlan = (
-  takesBody: boolean,
-  method: string,
-  headers: HeaderView
-): "none" | "read" | Refusals.Refusal => {
+/** What to do with the body, from the head alone: nothing (there is none), read it, or refuse the request unread. */
+export const bodyPlan = (takesBody: boolean, method: string, headers: Headers): "none" | "read" | Refusals.Refusal => {
   const length = headers.get("content-length")
-  const chunked = headers.get("transfer-encoding") !== null
-  if (!takesBody) return Number(length ?? 0) > 0 || chunked ? Refusals.bodyOnMethod(method) : "none"
-  if (length !== null && Number(length) > Refusals.MAX_BODY_BYTES) return Refusals.payloadTooLarge
-  if (!isJsonMediaType(headers.get("content-type") ?? undefined) && Number(length ?? 0) > 0) {
-    return Refusals.unsupportedMediaType
+  if (!takesBody) {
+    return Number(length ?? 0) > 0 || headers.has("transfer-encoding") ? Refusals.bodyOnMethod(method) : "none"
   }
+  if (length !== null && Number(length) > Refusals.MAX_BODY_BYTES) return Refusals.payloadTooLarge
+  if (!isJsonMediaType(headers.get("content-type")) && Number(length ?? 0) > 0) return Refusals.unsupportedMediaType
   return "read"
-}
-
-const DIGITS = /^[0-9]+$/
-
-/** Whether the body's length is declared (`Content-Length`, digits alone) and it is not sent in chunks. */
-const hasDeclaredLength = (headers: HeaderView): boolean => {
-  const length = headers.get("content-length")
-  return length !== null && DIGITS.test(length) && headers.get("transfer-encoding") === null
 }
 
 /**
@@ -67,17 +43,14 @@ const hasDeclaredLength = (headers: HeaderView): boolean => {
  */
 export const readBody = async (request: Request): Promise<Uint8Array | Refusals.Refusal> => {
   if (request.body === null) return new Uint8Array(0)
-  // A declared length (within the limit: `bodyPlan`) is read in one call, cheaper than chunk by chunk.
-  if (hasDeclaredLength(request.headers)) {
-    try {
-      return await request.bytes()
-    } catch {
-      return Refusals.unreadableBody
-    }
-  }
-  const chunks: Array<Uint8Array> = []
-  let size = 0
+  const length = request.headers.get("content-length")
   try {
+    // A declared length (digits alone, within the limit: `bodyPlan`) is read in one call, cheaper than chunk by chunk.
+    if (length !== null && /^[0-9]+$/.test(length) && !request.headers.has("transfer-encoding")) {
+      return await request.bytes()
+    }
+    const chunks: Array<Uint8Array> = []
+    let size = 0
     for await (const chunk of request.body) {
       size += chunk.byteLength
       if (size > Refusals.MAX_BODY_BYTES) {
@@ -86,30 +59,36 @@ export const readBody = async (request: Request): Promise<Uint8Array | Refusals.
       }
       chunks.push(chunk)
     }
+    return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)
   } catch {
     return Refusals.unreadableBody
   }
-  if (chunks.length === 1) return chunks[0]
-  const bytes = new Uint8Array(size)
-  let at = 0
-  for (const chunk of chunks) {
-    bytes.set(chunk, at)
-    at += chunk.byteLength
-  }
-  return bytes
 }
 
 /** A body that was read: JSON the API may decode (its text and value). */
-export interface ReadBody {
-  readonly text: string
-  readonly json: unknown
-}
+export type ReadBody = { readonly text: string; readonly json: unknown }
 
-/** The body as JSON the API may decode, or the refusal (an empty body is not JSON either). */
-export const checkBody = (bytes: Uint8Array, headers: HeaderView): ReadBody | Refusals.Refusal => {
-  if (bytes.byteLength > 0 && !isJsonMediaType(headers.get("content-type") ?? undefined)) {
-    return Refusals.unsupportedMediaType
+/** Strict: bytes that are not UTF-8 are refused, not turned into U+FFFD and stored. */
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * The body as JSON the API may decode, or the refusal: not `application/json`, not UTF-8, not JSON (an empty body is
+ * not JSON either), or JSON that `jsonProblem` refuses.
+ */
+export const checkBody = (bytes: Uint8Array, headers: Headers): ReadBody | Refusals.Refusal => {
+  if (bytes.byteLength > 0 && !isJsonMediaType(headers.get("content-type"))) return Refusals.unsupportedMediaType
+  let text: string
+  try {
+    text = utf8.decode(bytes)
+  } catch {
+    return Refusals.invalidJson("The request body is not UTF-8 text (JSON is UTF-8).")
   }
-  const read = readJsonBody(bytes)
-  return "problem" in read ? Refusals.invalidJson(read.problem) : read
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch {
+    return Refusals.invalidJson("The request body is not valid JSON.")
+  }
+  const problem = jsonProblem(text)
+  return problem === undefined ? { text, json } : Refusals.invalidJson(`The request body is refused: ${problem}.`)
 }

@@ -15,10 +15,8 @@ export interface DecodedRequest {
   request: HttpServerRequest.HttpServerRequest
 }
 
-/** A handler as the pipeline calls it. */
 export type AnyHandler = (request: DecodedRequest) => Effect.Effect<unknown, unknown, unknown>
 
-/** The handlers the engine serves, by group and endpoint name. */
 export class ApiHandlers extends Context.Tag("Serving/ApiHandlers")<
   ApiHandlers,
   Readonly<Record<string, Readonly<Record<string, AnyHandler>>>>

@@ -1,6 +1,4 @@
-/**
- * What a JSON request body must be before the API decodes it, beyond what `JSON.parse` checks.
- */
+/** What a JSON request body must be before the API decodes it, beyond what `JSON.parse` checks. */
 
 /**
  * The deepest nesting of arrays and objects a body may have. A pet is one flat object; a deeper value can only be
@@ -57,35 +55,9 @@ export const jsonProblem = (text: string): string | undefined => {
  * type (whose meaning, a merge patch say, is not a new pet), and not a body without a Content-Type, which RFC 9110 §8.3
  * lets a recipient take for application/octet-stream.
  */
-export const isJsonMediaType = (contentType: string | undefined) => {
-  if (contentType === undefined) return false
+export const isJsonMediaType = (contentType: string | null) => {
+  if (contentType === null) return false
   const [type, ...parameters] = contentType.split(";").map((part) => part.trim().toLowerCase())
   const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice(8).replace(/^"(.*)"$/, "$1")
   return type === "application/json" && (charset === undefined || charset === "utf-8" || charset === "utf8")
-}
-
-/** Strict: bytes that are not UTF-8 are refused, not turned into U+FFFD and stored. */
-const utf8 = new TextDecoder("utf-8", { fatal: true })
-
-/**
- * A body's bytes as the JSON text (and its value) the API may decode, or why it is refused (`invalid_json`): not UTF-8, not JSON, or
- * JSON that `jsonProblem` refuses. The same rules whichever path serves the request.
- */
-export const readJsonBody = (
-  bytes: Uint8Array
-): { readonly text: string; readonly json: unknown } | { readonly problem: string } => {
-  let text: string
-  try {
-    text = utf8.decode(bytes)
-  } catch {
-    return { problem: "The request body is not UTF-8 text (JSON is UTF-8)." }
-  }
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch {
-    return { problem: "The request body is not valid JSON." }
-  }
-  const problem = jsonProblem(text)
-  return problem === undefined ? { text, json } : { problem: `The request body is refused: ${problem}.` }
 }

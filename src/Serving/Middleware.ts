@@ -4,24 +4,16 @@
  * in turn with the credential the framework itself decodes, `optional` middleware passing on failure, and what a
  * middleware `provides` added to the context of everything it wraps.
  */
-import { HttpApiBuilder, HttpApiMiddleware, type HttpApiSecurity, type HttpServerRequest } from "@effect/platform"
-import { Context, Effect } from "effect"
-import type { RequestInput } from "./RequestInput.js"
+import { HttpApiBuilder, HttpApiMiddleware, type HttpServerRequest } from "@effect/platform"
+import { type Context, Effect } from "effect"
 
-type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams | RequestInput
-
-export interface Middleware {
-  readonly key: string
-  /** Whether a failure of it lets the request go on (without what it would have provided). */
-  readonly optional: boolean
-  /** `inner`, run after this middleware (and with what it provides, if anything). */
-  readonly around: <A, E, R>(inner: Effect.Effect<A, E, R>) => Effect.Effect<A, unknown, R | Requirements>
-}
+type Requirements = HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams
+type Run = Effect.Effect<unknown, unknown, Requirements>
 
 /**
  * What a middleware provides, added to the request's context for the rest of the request, in place: the context is the
- * request's own (the pipeline makes it), and `Effect.provideServiceEffect`'s copy of it and `FiberRef` round trip cost
- * a quarter of the pipeline's CPU time in `npm run bench:stages`.
+ * request's own (the pipeline makes it), which spares `Effect.provideServiceEffect`'s copy of it and `FiberRef` round
+ * trip, a quarter of the pipeline's CPU time (`npm run bench:stages`).
  */
 const provideForRest = <A, E, R>(tag: Context.Tag<unknown, unknown>, value: unknown, inner: Effect.Effect<A, E, R>) =>
   Effect.contextWithEffect((context: Context.Context<never>) => {
@@ -29,34 +21,25 @@ const provideForRest = <A, E, R>(tag: Context.Tag<unknown, unknown>, value: unkn
     return inner
   })
 
-/** The effect of a security middleware: each scheme's credential to its handler, the next scheme if it fails. */
-const securityEffect = (
-  security: Record<string, HttpApiSecurity.HttpApiSecurity>,
-  implementation: Record<string, (credential: unknown) => Effect.Effect<unknown, unknown>>
-): Effect.Effect<unknown, unknown, Requirements> => {
-  let effect: Effect.Effect<unknown, unknown, Requirements> | undefined
-  for (const [scheme, declared] of Object.entries(security)) {
-    const attempt = Effect.flatMap(HttpApiBuilder.securityDecode(declared), implementation[scheme])
-    effect = effect === undefined ? attempt : Effect.catchAll(effect, () => attempt)
-  }
-  return effect ?? Effect.void
-}
-
-export const makeMiddleware = (tag: HttpApiMiddleware.TagClassAny, implementation: unknown): Middleware => {
-  const run: Effect.Effect<unknown, unknown, Requirements> = HttpApiMiddleware.isSecurity(tag)
-    ? securityEffect(tag.security, implementation as Record<string, (credential: unknown) => Effect.Effect<unknown>>)
-    : implementation as Effect.Effect<unknown, unknown, Requirements>
+/** The middleware as the pipeline runs it: a function of what it wraps. */
+export const makeMiddleware = (tag: HttpApiMiddleware.TagClassAny, implementation: unknown) => {
+  // A security middleware: each scheme's credential to its handler, the next scheme if it fails.
+  const run = !HttpApiMiddleware.isSecurity(tag) ? implementation as Run : Object.entries(tag.security).reduce(
+    (previous: Run | undefined, [scheme, security]) => {
+      const handler = (implementation as Record<string, (credential: unknown) => Run>)[scheme]
+      const attempt = Effect.flatMap(HttpApiBuilder.securityDecode(security), handler)
+      return previous === undefined ? attempt : Effect.catchAll(previous, () => attempt)
+    },
+    undefined
+  ) ?? Effect.void
   const provides = tag.provides as Context.Tag<unknown, unknown> | undefined
-  const around = <A, E, R>(inner: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R | Requirements> => {
-    if (tag.optional) {
-      return Effect.matchEffect(run, {
-        onFailure: () => inner,
-        onSuccess: (value) => provides === undefined ? inner : provideForRest(provides, value, inner)
-      })
-    }
-    return provides === undefined
+  const rest = <A, E, R>(inner: Effect.Effect<A, E, R>) => (value: unknown) =>
+    provides === undefined ? inner : provideForRest(provides, value, inner)
+  // `inner`, run after this middleware (and with what it provides, if anything); past an optional one's failure.
+  return <A, E, R>(inner: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R | Requirements> =>
+    tag.optional
+      ? Effect.matchEffect(run, { onFailure: () => inner, onSuccess: rest(inner) })
+      : provides === undefined
       ? Effect.zipRight(run, inner)
-      : Effect.flatMap(run, (value) => provideForRest(provides, value, inner))
-  }
-  return { key: tag.key, optional: tag.optional, around }
+      : Effect.flatMap(run, rest(inner))
 }

@@ -7,19 +7,14 @@ import type { ParseResult } from "effect"
 import { errorBody, type ErrorCode } from "../Domain/Errors.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
 
-export interface Refusal {
-  readonly status: number
-  readonly code: ErrorCode
-  readonly message: string
-  readonly headers?: Readonly<Record<string, string>> | undefined
-}
+const refusal = (status: number, code: ErrorCode, message: string, headers?: Readonly<Record<string, string>>) => ({
+  status,
+  code,
+  message,
+  headers
+})
 
-const refusal = (
-  status: number,
-  code: ErrorCode,
-  message: string,
-  headers?: Readonly<Record<string, string>>
-): Refusal => ({ status, code, message, headers })
+export type Refusal = ReturnType<typeof refusal>
 
 /** The JSON body of a refusal: the interface's `Error` object. */
 export const refusalBody = (refused: Refusal): string =>
@@ -90,28 +85,23 @@ export const decodeFailure = (
 ): Refusal => {
   const field = issue?.path.map(String).join(".") ?? ""
   const reason = truncate(issue?.message ?? "it cannot be read")
-  switch (part) {
-    case "body":
-      return refusal(
-        400,
-        "invalid_body",
-        field === ""
-          ? "The request body must be a JSON object with a name and a categoryId."
-          : `Invalid request body: '${field}' ${
-            reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`
-          }`
-      )
-    case "header":
-      return refusal(400, "invalid_header", `Invalid header '${field}': ${reason}`)
-    case "query":
-      return refusal(
-        400,
-        "invalid_query",
-        `Invalid query parameter '${field}': ${
-          repeated(String(issue?.path[0] ?? "")) ? "it is given more than once" : reason
-        }`
-      )
-    case "path":
-      return refusal(400, "invalid_path", `Invalid path parameter '${field}': ${reason}`)
+  if (part === "header") return refusal(400, "invalid_header", `Invalid header '${field}': ${reason}`)
+  if (part === "path") return refusal(400, "invalid_path", `Invalid path parameter '${field}': ${reason}`)
+  if (part === "query") {
+    const why = repeated(String(issue?.path[0] ?? "")) ? "it is given more than once" : reason
+    return refusal(400, "invalid_query", `Invalid query parameter '${field}': ${why}`)
   }
+  return refusal(
+    400,
+    "invalid_body",
+    field === ""
+      ? "The request body must be a JSON object with a name and a categoryId."
+      : `Invalid request body: '${field}' ${reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`}`
+  )
+}
+
+/** A request the pipeline refuses itself (a failed decode), carried through the fiber's error channel. */
+export class Refused {
+  readonly _tag = "Refused"
+  constructor(readonly refusal: Refusal) {}
 }

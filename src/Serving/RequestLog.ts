@@ -9,24 +9,20 @@ import { withRequestAnnotations } from "../Operations/Logging.js"
 import type { RequestLogWriter } from "../Operations/Logging.js"
 import { pathOf } from "./Url.js"
 
-export type RequestLogger = (
-  request: Request,
-  status: number,
-  started: number,
-  annotations: Readonly<Record<string, unknown>> | undefined,
-  requestId: string,
-  /** The request's server span: a sampled one's trace and span ids go on the line (`traceId`, `spanId`). */
-  span?: Tracer.Span | undefined
-) => void
-
-export const makeRequestLogger = (
-  runtime: Runtime.Runtime<never>,
-  writer: RequestLogWriter | undefined
-): RequestLogger => {
+export const makeRequestLogger = (runtime: Runtime.Runtime<never>, writer: RequestLogWriter | undefined) => {
   const minimum = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMinimumLogLevel)
-  if (!LogLevel.greaterThanEqual(LogLevel.Info, minimum)) return () => {}
+  const on = LogLevel.greaterThanEqual(LogLevel.Info, minimum)
   const runFork = Runtime.runFork(runtime)
-  return (request, status, started, annotations, requestId, span) => {
+  /** Logs the line; a sampled server span's trace and span ids go on it (`traceId`, `spanId`). */
+  return (
+    request: Request,
+    status: number,
+    started: number,
+    annotations: Readonly<Record<string, unknown>> | undefined,
+    requestId: string,
+    span: Tracer.Span | undefined
+  ): void => {
+    if (!on) return
     const fields = {
       method: request.method,
       path: pathOf(request.url),
@@ -42,6 +38,8 @@ export const makeRequestLogger = (
     runFork(Effect.logInfo("request").pipe(Effect.annotateLogs({ ...all, ...fields })))
   }
 }
+
+export type RequestLogger = ReturnType<typeof makeRequestLogger>
 
 /** The runtime with every logger naming the request a line is logged for (`Logging.withRequestAnnotations`). */
 export const withRequestLoggers = <R>(runtime: Runtime.Runtime<R>): Runtime.Runtime<R> =>

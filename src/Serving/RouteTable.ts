@@ -9,74 +9,59 @@
  * decode). Nothing else matches: no other case, no doubled slash, no `;` parameters on a fixed segment.
  */
 
-export interface RouteEntry<A> {
-  /** As declared: `/v1/pets/:petId`. */
-  readonly path: string
-  /** The methods answered, HEAD included wherever GET is. */
-  readonly methods: ReadonlyArray<string>
-  /** What serves each method (HEAD served as GET when it has none of its own). */
-  readonly targets: ReadonlyMap<string, A>
-}
-
-export interface Match<A> {
-  readonly entry: RouteEntry<A>
-  /** The raw (still percent-encoded) path parameters. */
-  readonly params: Record<string, string>
-}
-
-export interface RouteTable<A> {
-  readonly entries: ReadonlyArray<RouteEntry<A>>
-  /** The route a path belongs to, whatever the method. */
-  readonly match: (path: string) => Match<A> | undefined
-  /** The paths as Bun's `routes` spell them (with and without the trailing slash), each with its entry. */
-  readonly bunPaths: ReadonlyArray<readonly [string, RouteEntry<A>]>
-}
-
 const segmentsOf = (path: string) => path.split("/").slice(1)
+
+/** The params of a path spelled as `declared` (its segments), still percent-encoded; undefined when it is not. */
+const paramsOf = (declared: ReadonlyArray<string>, segments: ReadonlyArray<string>) => {
+  if (segments.length !== declared.length) return undefined
+  const params: Record<string, string> = {}
+  for (let i = 0; i < declared.length; i++) {
+    if (!declared[i].startsWith(":")) {
+      if (segments[i] !== declared[i]) return undefined
+    } else if (segments[i] === "") return undefined
+    else params[declared[i].slice(1)] = segments[i]
+  }
+  return params
+}
 
 /** Builds the table from (method, path, target) triples, in declaration order. */
 export const makeRouteTable = <A>(
   routes: Iterable<{ readonly method: string; readonly path: string; readonly target: A }>
-): RouteTable<A> => {
+) => {
   const byPath = new Map<string, Map<string, A>>()
   for (const { method, path, target } of routes) {
-    const targets = byPath.get(path) ?? new Map<string, A>()
-    byPath.set(path, targets)
+    const targets = byPath.get(path) ?? byPath.set(path, new Map()).get(path)!
     if (!targets.has(method)) targets.set(method, target)
   }
-  const entries: Array<RouteEntry<A>> = []
-  const matchers: Array<(segments: ReadonlyArray<string>) => Record<string, string> | undefined> = []
-  for (const [path, targets] of byPath) {
+  const entries = [...byPath].map(([path, targets]) => {
+    // HEAD is served as GET where it has no target of its own.
     if (targets.has("GET") && !targets.has("HEAD")) targets.set("HEAD", targets.get("GET")!)
-    entries.push({ path, methods: [...targets.keys()], targets })
-    const declared = segmentsOf(path)
-    matchers.push((segments) => {
-      if (segments.length !== declared.length) return undefined
-      const params: Record<string, string> = {}
-      for (let i = 0; i < declared.length; i++) {
-        const expected = declared[i]
-        if (expected.startsWith(":")) {
-          if (segments[i] === "") return undefined
-          params[expected.slice(1)] = segments[i]
-        } else if (segments[i] !== expected) return undefined
-      }
-      return params
-    })
-  }
+    // The path as declared (`/v1/pets/:petId`), the methods it answers, what serves each.
+    return {
+      path,
+      methods: [...targets.keys()],
+      targets: targets as ReadonlyMap<string, A>,
+      segments: segmentsOf(path)
+    }
+  })
   const exact = new Map(entries.filter((entry) => !entry.path.includes("/:")).map((entry) => [entry.path, entry]))
 
-  const match = (path: string): Match<A> | undefined => {
+  /** The route a path belongs to, whatever the method, with its path parameters. */
+  const match = (path: string) => {
     const trimmed = path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path
     const found = exact.get(trimmed)
-    if (found !== undefined) return { entry: found, params: {} }
+    if (found !== undefined) return { entry: found, params: {} as Record<string, string> }
     const segments = segmentsOf(trimmed)
-    for (let i = 0; i < entries.length; i++) {
-      const params = matchers[i](segments)
-      if (params !== undefined) return { entry: entries[i], params }
+    for (const entry of entries) {
+      const params = paramsOf(entry.segments, segments)
+      if (params !== undefined) return { entry, params }
     }
     return undefined
   }
 
-  const bunPaths = entries.flatMap((entry) => [[entry.path, entry], [`${entry.path}/`, entry]] as const)
-  return { entries, match, bunPaths }
+  /** The paths as Bun's `routes` spell them, with and without the trailing slash. */
+  const bunPaths = entries.flatMap((entry) => [entry.path, `${entry.path}/`])
+  return { match, bunPaths }
 }
+
+export type RouteTable<A> = ReturnType<typeof makeRouteTable<A>>
