@@ -3,48 +3,62 @@
  * all derive from it; it and the declarations it imports need only `effect` and `@effect/platform`.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
-import { RATE_LIMIT_HEADER_DOCS, RETRY_AFTER_HEADER_DOCS } from "./Auth/Api.js"
-import { idempotencyKeyInUse, idempotencyKeyReused, rateLimited } from "./Domain/Errors.js"
+import {
+  idempotencyKeyInUse,
+  idempotencyKeyReused,
+  petNotFound,
+  rateLimited,
+  unauthorized,
+  unavailable
+} from "./Domain/Errors.js"
+import { IDEMPOTENCY_KEY_HEADER } from "./Domain/Idempotency.js"
 import { EXAMPLES as PET_EXAMPLES } from "./Domain/Pet.js"
-import { PetsApi } from "./Pets/Api.js"
+import { PetsApi, SUNSET } from "./Pets/Api.js"
 
-type Content = Record<string, { schema?: unknown; example?: unknown }>
+type Headers = Record<string, { readonly description: string; readonly schema: { readonly type: string } }>
 
-type Document = {
-  info: Record<string, unknown>
-  security?: ReadonlyArray<Record<string, ReadonlyArray<string>>>
-  paths: Record<
-    string,
-    Record<string, {
-      operationId: string
-      security?: ReadonlyArray<unknown>
-      requestBody?: { content?: Content }
-      responses?: Record<string, { description: string; content?: Content; headers?: object }>
-    }>
-  >
-  components: { schemas: Record<string, unknown> }
-}
+const strings = (descriptions: Record<string, string>): Headers =>
+  Object.fromEntries(
+    Object.entries(descriptions).map(([name, description]) => [name, { description, schema: { type: "string" } }])
+  )
 
-/** The example of an error the service makes with one of the typed errors' constructors. */
-const errorExample = (error: { readonly code: string; readonly message: string }) => ({
-  code: error.code,
-  message: error.message
+/** With `RATE_LIMIT` set, every answer to an authenticated request states the quota. */
+const RATE_LIMIT_HEADERS = strings({
+  "RateLimit-Policy": "With `RATE_LIMIT` set: the API key's quota, `\"default\";q=<requests>;w=<window in seconds>` " +
+    "(draft-ietf-httpapi-ratelimit-headers-10).",
+  RateLimit: "With `RATE_LIMIT` set: what is left of the quota, `\"default\";r=<requests left>;t=<seconds until " +
+    "all of the quota is back>`."
 })
+const RETRY_AFTER_HEADER: Headers = {
+  "Retry-After": { description: "RFC 9110: seconds to wait before retrying.", schema: { type: "integer" } }
+}
+const CHALLENGE_HEADER = strings({ "WWW-Authenticate": "RFC 6750: `Bearer`, the scheme to authenticate with." })
+
+/** The body of a typed error as answered (the status is added per response). */
+const example = ({ code, message }: { readonly code: string; readonly message: string }) => ({ code, message })
 
 /**
- * An example of each body, as the service sends it (or accepts it), so that the docs page's requests work as they
- * are and its answers read like real ones. `test/OpenApi.test.ts` sends the requests to the service.
+ * What the document says of each operation beyond its declaration: an example of each body, as the service sends (or
+ * accepts) it, so that the docs page's requests work as they are (`test/OpenApi.test.ts` sends them), and the response
+ * headers, by status (`*`: every response), which HttpApi has no declaration for.
  */
-const EXAMPLES: Record<string, { request?: unknown; responses: Record<string, unknown> }> = {
+const OPERATIONS: Record<string, {
+  readonly request?: unknown
+  readonly examples: Record<string, unknown>
+  readonly headers: Record<string, Headers>
+}> = {
   listPets: {
-    responses: {
+    examples: {
       200: PET_EXAMPLES.pets,
       400: { code: "invalid_query", message: "Invalid query parameter 'limit': must be an integer from 1 to 100" }
+    },
+    headers: {
+      200: strings({ Link: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow." })
     }
   },
   createPet: {
     request: PET_EXAMPLES.newPet,
-    responses: {
+    examples: {
       201: PET_EXAMPLES.pet,
       400: {
         code: "invalid_body",
@@ -56,76 +70,86 @@ const EXAMPLES: Record<string, { request?: unknown; responses: Record<string, un
         code: "unsupported_media_type",
         message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
       },
-      409: errorExample(idempotencyKeyInUse()),
-      422: errorExample(idempotencyKeyReused())
+      409: example(idempotencyKeyInUse()),
+      422: example(idempotencyKeyReused())
+    },
+    headers: {
+      201: strings({
+        Location: "The new animal's address, `/v1/pets/{id}`.",
+        "Idempotent-Replayed": "`true` when this is the recorded answer to an earlier request with the same " +
+          "`Idempotency-Key` (no animal was added this time)."
+      })
     }
   },
   getPet: {
-    responses: {
+    examples: {
       200: PET_EXAMPLES.pet,
       400: { code: "invalid_path", message: "Invalid path parameter 'petId': must be a positive integer" },
-      404: { code: "not_found", message: "No pet has the id 42." }
+      404: example(petNotFound(42))
+    },
+    headers: {
+      "*": strings({
+        Deprecation: "RFC 9745: `@<unix seconds>`, when the operation was deprecated.",
+        Sunset: `RFC 8594: the operation is removed on ${SUNSET}.`,
+        Link: "`</v1/pets>; rel=\"successor-version\"`: the operation to use instead."
+      })
     }
   }
 }
 
 /** Examples of the errors every operation may answer. */
-const COMMON_ERRORS: Record<string, unknown> = {
-  401: { code: "unauthorized", message: "A valid API key is required: send it as 'Authorization: Bearer <API_KEY>'." },
-  429: errorExample(rateLimited(17)),
-  503: { code: "unavailable", message: "The service cannot reach its database; try again shortly." }
+const COMMON_EXAMPLES: Record<string, unknown> = {
+  401: example(unauthorized()),
+  429: example(rateLimited(17)),
+  503: example(unavailable())
 }
-
-const withStatus = (status: string, example: unknown) =>
-  Number(status) >= 400 ? { ...(example as object), status: Number(status) } : example
 
 /**
  * The server answers every failure (a failed decode included) with an `Error` body, so every error response of the
  * document refers to that one schema and the generic decode-error schemas are left out. Every body gets its example,
  * and the bearer scheme is the document's default, so that a docs page preselects it.
  */
-const finishDocument = (doc: Document): Record<string, any> => {
+const finishDocument = (doc: Record<string, any>) => {
   doc.security = [{ bearerAuth: [] }]
-  for (const item of Object.values(doc.paths)) {
-    for (const op of Object.values(item)) {
-      const examples = EXAMPLES[op.operationId]
+  for (const item of Object.values<Record<string, any>>(doc.paths)) {
+    for (const op of Object.values<any>(item)) {
+      const { examples, headers, request } = OPERATIONS[op.operationId]
+      // HttpApi declares header parameters in lower case, as requests carry them; the document uses their usual spelling.
+      for (const parameter of op.parameters ?? []) {
+        if (parameter.in === "header" && parameter.name === IDEMPOTENCY_KEY_HEADER.toLowerCase()) {
+          parameter.name = IDEMPOTENCY_KEY_HEADER
+        }
+      }
       const requestBody = op.requestBody?.content?.["application/json"]
-      if (requestBody !== undefined && examples?.request !== undefined) requestBody.example = examples.request
-      for (const [status, response] of Object.entries(op.responses ?? {})) {
-        // With `RATE_LIMIT` set, every answer to an authenticated request states the quota.
-        if (op.security !== undefined && op.security.length > 0 && status !== "401") {
-          response.headers = { ...response.headers, ...RATE_LIMIT_HEADER_DOCS }
+      if (requestBody !== undefined && request !== undefined) requestBody.example = request
+      for (const [status, response] of Object.entries<any>(op.responses ?? {})) {
+        response.headers = {
+          ...response.headers,
+          ...headers["*"],
+          ...headers[status],
+          ...(op.security?.length > 0 && status !== "401" ? RATE_LIMIT_HEADERS : {}),
+          ...(status === "409" || status === "429" || status === "503" ? RETRY_AFTER_HEADER : {}),
+          ...(status === "401" ? CHALLENGE_HEADER : {})
         }
-        if (status === "429" || status === "503") response.headers = { ...response.headers, ...RETRY_AFTER_HEADER_DOCS }
-        const example = examples?.responses[status] ?? COMMON_ERRORS[status]
+        const body = examples[status] ?? COMMON_EXAMPLES[status]
         if (Number(status) < 400) {
-          const body = response.content?.["application/json"]
-          if (body !== undefined && example !== undefined) body.example = example
-          continue
-        }
-        if (response.content === undefined) continue
-        response.content = {
-          "application/json": {
-            schema: { $ref: "#/components/schemas/Error" },
-            ...(example === undefined ? {} : { example: withStatus(status, example) })
-          }
-        }
-        if (status === "400") response.description = "The request is invalid: the message names the field and why."
-        if (status === "401") {
-          response.headers = {
-            ...response.headers,
-            "WWW-Authenticate": {
-              description: "RFC 6750: `Bearer`, the scheme to authenticate with.",
-              schema: { type: "string" }
+          const content = response.content?.["application/json"]
+          if (content !== undefined && body !== undefined) content.example = body
+        } else if (response.content !== undefined) {
+          response.content = {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/Error" },
+              example: { ...(body as object), status: Number(status) }
             }
           }
+          if (status === "400") response.description = "The request is invalid: the message names the field and why."
         }
       }
     }
   }
   for (const name of ["HttpApiDecodeError", "Issue", "PropertyKey"]) delete doc.components.schemas[name]
   // Unknown fields of a new pet are ignored, not refused.
-  delete (doc.components.schemas.NewPet as { additionalProperties?: boolean }).additionalProperties
+  delete doc.components.schemas.NewPet.additionalProperties
   doc.info.contact = { name: "petstore operators", url: "https://api.petstore.example/docs" }
   doc.info.license = { name: "Proprietary", identifier: "LicenseRef-Proprietary" }
   return doc
@@ -143,7 +167,7 @@ export class Api extends HttpApi.make("petstore")
     "A catalogue of animals: list them, add them, and (deprecated) fetch one. Every operation needs an API key, " +
       "sent as a bearer token. Every error is an `Error` object whose `status` equals the HTTP status."
   )
-  .annotate(OpenApi.Transform, (spec) => finishDocument(spec as unknown as Document))
+  .annotate(OpenApi.Transform, finishDocument)
 {}
 
 /** The API as the server mounts it: the same endpoints under `/v1`. */

@@ -6,7 +6,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { BASE_PATH, ServedApi } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
-import { NotFound } from "../Domain/Errors.js"
+import { petNotFound } from "../Domain/Errors.js"
 import type { CreatePetHeaders } from "../Domain/Idempotency.js"
 import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type Pet, type PetId } from "../Domain/Pet.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
@@ -71,9 +71,7 @@ export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers"
     const getPet = ({ path }: { readonly path: { readonly petId: PetId } }) =>
       Effect.gen(function*() {
         const found = yield* orUnavailable(repo.findById(path.petId))
-        if (Option.isNone(found)) {
-          return yield* new NotFound({ code: "not_found", message: `No pet has the id ${path.petId}.` })
-        }
+        if (Option.isNone(found)) return yield* petNotFound(path.petId)
         return found.value
       })
 
