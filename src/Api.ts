@@ -12,7 +12,6 @@ import {
   unavailable
 } from "./Domain/Errors.js"
 import { IDEMPOTENCY_KEY_HEADER } from "./Domain/Idempotency.js"
-import { EXAMPLES as PET_EXAMPLES } from "./Domain/Pet.js"
 import { PetsApi, SUNSET } from "./Pets/Api.js"
 
 type Headers = Record<string, { readonly description: string; readonly schema: { readonly type: string } }>
@@ -34,22 +33,18 @@ const RETRY_AFTER_HEADER: Headers = {
 }
 const CHALLENGE_HEADER = strings({ "WWW-Authenticate": "RFC 6750: `Bearer`, the scheme to authenticate with." })
 
-/** The body of a typed error as answered (the status is added per response). */
-const example = ({ code, message }: { readonly code: string; readonly message: string }) => ({ code, message })
-
 /**
- * What the document says of each operation beyond its declaration: an example of each body, as the service sends (or
- * accepts) it, so that the docs page's requests work as they are (`test/OpenApi.test.ts` sends them), and the response
- * headers, by status (`*`: every response), which HttpApi has no declaration for.
+ * What the document says of each operation beyond its declaration: an example of each error, as the service answers
+ * it, and the response headers by status (`*`: every response), which HttpApi has no declaration for.
  */
+type ErrorExample = { readonly code: string; readonly message: string }
+
 const OPERATIONS: Record<string, {
-  readonly request?: unknown
-  readonly examples: Record<string, unknown>
+  readonly examples: Record<string, ErrorExample>
   readonly headers: Record<string, Headers>
 }> = {
   listPets: {
     examples: {
-      200: PET_EXAMPLES.pets,
       400: { code: "invalid_query", message: "Invalid query parameter 'limit': must be an integer from 1 to 100" }
     },
     headers: {
@@ -57,9 +52,7 @@ const OPERATIONS: Record<string, {
     }
   },
   createPet: {
-    request: PET_EXAMPLES.newPet,
     examples: {
-      201: PET_EXAMPLES.pet,
       400: {
         code: "invalid_body",
         message: "Invalid request body: 'name' is invalid: must be a string of 1 to 200 characters without control " +
@@ -70,8 +63,8 @@ const OPERATIONS: Record<string, {
         code: "unsupported_media_type",
         message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
       },
-      409: example(idempotencyKeyInUse()),
-      422: example(idempotencyKeyReused())
+      409: idempotencyKeyInUse(),
+      422: idempotencyKeyReused()
     },
     headers: {
       201: strings({
@@ -83,9 +76,8 @@ const OPERATIONS: Record<string, {
   },
   getPet: {
     examples: {
-      200: PET_EXAMPLES.pet,
       400: { code: "invalid_path", message: "Invalid path parameter 'petId': must be a positive integer" },
-      404: example(petNotFound(42))
+      404: petNotFound(42)
     },
     headers: {
       "*": strings({
@@ -98,30 +90,34 @@ const OPERATIONS: Record<string, {
 }
 
 /** Examples of the errors every operation may answer. */
-const COMMON_EXAMPLES: Record<string, unknown> = {
-  401: example(unauthorized()),
-  429: example(rateLimited(17)),
-  503: example(unavailable())
+const COMMON_EXAMPLES: Record<string, ErrorExample> = {
+  401: unauthorized(),
+  429: rateLimited(17),
+  503: unavailable()
 }
 
 /**
  * The server answers every failure (a failed decode included) with an `Error` body, so every error response of the
- * document refers to that one schema and the generic decode-error schemas are left out. Every body gets its example,
- * and the bearer scheme is the document's default, so that a docs page preselects it.
+ * document refers to that one schema and the generic decode-error schemas are left out. Every body gets its example
+ * (a request or success body its schema's, so that the docs page's requests work as they are), and the bearer scheme
+ * is the document's default, so that a docs page preselects it.
  */
 const finishDocument = (doc: Record<string, any>) => {
+  const withExample = (content: any) => {
+    const example = doc.components.schemas[content?.schema?.$ref?.split("/").at(-1)]?.examples?.[0]
+    if (example !== undefined) content.example = example
+  }
   doc.security = [{ bearerAuth: [] }]
   for (const item of Object.values<Record<string, any>>(doc.paths)) {
     for (const op of Object.values<any>(item)) {
-      const { examples, headers, request } = OPERATIONS[op.operationId]
+      const { examples, headers } = OPERATIONS[op.operationId]
       // HttpApi declares header parameters in lower case, as requests carry them; the document uses their usual spelling.
       for (const parameter of op.parameters ?? []) {
         if (parameter.in === "header" && parameter.name === IDEMPOTENCY_KEY_HEADER.toLowerCase()) {
           parameter.name = IDEMPOTENCY_KEY_HEADER
         }
       }
-      const requestBody = op.requestBody?.content?.["application/json"]
-      if (requestBody !== undefined && request !== undefined) requestBody.example = request
+      withExample(op.requestBody?.content?.["application/json"])
       for (const [status, response] of Object.entries<any>(op.responses ?? {})) {
         response.headers = {
           ...response.headers,
@@ -131,15 +127,14 @@ const finishDocument = (doc: Record<string, any>) => {
           ...(status === "409" || status === "429" || status === "503" ? RETRY_AFTER_HEADER : {}),
           ...(status === "401" ? CHALLENGE_HEADER : {})
         }
-        const body = examples[status] ?? COMMON_EXAMPLES[status]
         if (Number(status) < 400) {
-          const content = response.content?.["application/json"]
-          if (content !== undefined && body !== undefined) content.example = body
+          withExample(response.content?.["application/json"])
         } else if (response.content !== undefined) {
+          const { code, message } = examples[status] ?? COMMON_EXAMPLES[status]
           response.content = {
             "application/json": {
               schema: { $ref: "#/components/schemas/Error" },
-              example: { ...(body as object), status: Number(status) }
+              example: { code, message, status: Number(status) }
             }
           }
           if (status === "400") response.description = "The request is invalid: the message names the field and why."
