@@ -25,18 +25,15 @@ export const PetStatus = Schema.Literal("available", "pending", "sold").annotati
 })
 export type PetStatus = typeof PetStatus.Type
 
+const PositiveId = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1), Schema.lessThanOrEqualTo(MAX_SAFE_ID))
+
 /** Identifier assigned by the service: a positive integer below 2^53. */
-export const PetId = Schema.Int.pipe(
-  Schema.greaterThanOrEqualTo(1),
-  Schema.lessThanOrEqualTo(MAX_SAFE_ID),
-  Schema.brand("PetId")
-).annotations({ jsonSchema: int64("Unique identifier, assigned by the service on creation.", [1]) })
+export const PetId = PositiveId.pipe(Schema.brand("PetId")).annotations({
+  jsonSchema: int64("Unique identifier, assigned by the service on creation.", [1])
+})
 export type PetId = typeof PetId.Type
 
-export const CategoryId = Schema.Int.pipe(
-  Schema.greaterThanOrEqualTo(1),
-  Schema.lessThanOrEqualTo(MAX_SAFE_ID)
-).annotations({
+export const CategoryId = PositiveId.annotations({
   message: () => ({ message: `must be a positive integer no larger than ${MAX_SAFE_ID}`, override: true }),
   jsonSchema: int64("Identifier of the category the animal belongs to (a positive integer below 2^53).", [1])
 })
