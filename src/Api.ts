@@ -14,86 +14,58 @@ import {
 import { IDEMPOTENCY_KEY_HEADER } from "./Domain/Idempotency.js"
 import { PetsApi, SUNSET } from "./Pets/Api.js"
 
-type Headers = Record<string, { readonly description: string; readonly schema: { readonly type: string } }>
-
-const strings = (descriptions: Record<string, string>): Headers =>
-  Object.fromEntries(
-    Object.entries(descriptions).map(([name, description]) => [name, { description, schema: { type: "string" } }])
-  )
-
+/** Response headers, which HttpApi has no declaration for, by operation and status (`*`: every response). */
+const HEADERS: Record<string, Record<string, Record<string, string>>> = {
+  listPets: { 200: { Link: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow." } },
+  createPet: {
+    201: {
+      Location: "The new animal's address, `/v1/pets/{id}`.",
+      "Idempotent-Replayed": "`true` when this is the recorded answer to an earlier request with the same " +
+        "`Idempotency-Key` (no animal was added this time)."
+    }
+  },
+  getPet: {
+    "*": {
+      Deprecation: "RFC 9745: `@<unix seconds>`, when the operation was deprecated.",
+      Sunset: `RFC 8594: the operation is removed on ${SUNSET}.`,
+      Link: "`</v1/pets>; rel=\"successor-version\"`: the operation to use instead."
+    }
+  }
+}
 /** With `RATE_LIMIT` set, every answer to an authenticated request states the quota. */
-const RATE_LIMIT_HEADERS = strings({
+const RATE_LIMIT_HEADERS = {
   "RateLimit-Policy": "With `RATE_LIMIT` set: the API key's quota, `\"default\";q=<requests>;w=<window in seconds>` " +
     "(draft-ietf-httpapi-ratelimit-headers-10).",
   RateLimit: "With `RATE_LIMIT` set: what is left of the quota, `\"default\";r=<requests left>;t=<seconds until " +
     "all of the quota is back>`."
-})
-const RETRY_AFTER_HEADER: Headers = {
-  "Retry-After": { description: "RFC 9110: seconds to wait before retrying.", schema: { type: "integer" } }
 }
-const CHALLENGE_HEADER = strings({ "WWW-Authenticate": "RFC 6750: `Bearer`, the scheme to authenticate with." })
+const RETRY_AFTER_HEADER = { "Retry-After": "RFC 9110: seconds to wait before retrying." }
+const CHALLENGE_HEADER = { "WWW-Authenticate": "RFC 6750: `Bearer`, the scheme to authenticate with." }
 
-/**
- * What the document says of each operation beyond its declaration: an example of each error, as the service answers
- * it, and the response headers by status (`*`: every response), which HttpApi has no declaration for.
- */
-type ErrorExample = { readonly code: string; readonly message: string }
-
-const OPERATIONS: Record<string, {
-  readonly examples: Record<string, ErrorExample>
-  readonly headers: Record<string, Headers>
-}> = {
+/** An example of each error an operation answers, as the service answers it, by operation (`*`: every one) and status. */
+const EXAMPLES: Record<string, Record<string, { readonly code: string; readonly message: string }>> = {
+  "*": { 401: unauthorized(), 429: rateLimited(17), 503: unavailable() },
   listPets: {
-    examples: {
-      400: { code: "invalid_query", message: "Invalid query parameter 'limit': must be an integer from 1 to 100" }
-    },
-    headers: {
-      200: strings({ Link: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow." })
-    }
+    400: { code: "invalid_query", message: "Invalid query parameter 'limit': must be an integer from 1 to 100" }
   },
   createPet: {
-    examples: {
-      400: {
-        code: "invalid_body",
-        message: "Invalid request body: 'name' is invalid: must be a string of 1 to 200 characters without control " +
-          "characters, surrounding white space not counted"
-      },
-      413: { code: "payload_too_large", message: "The request body is over 65536 bytes." },
-      415: {
-        code: "unsupported_media_type",
-        message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
-      },
-      409: idempotencyKeyInUse(),
-      422: idempotencyKeyReused()
+    400: {
+      code: "invalid_body",
+      message: "Invalid request body: 'name' is invalid: must be a string of 1 to 200 characters without control " +
+        "characters, surrounding white space not counted"
     },
-    headers: {
-      201: strings({
-        Location: "The new animal's address, `/v1/pets/{id}`.",
-        "Idempotent-Replayed": "`true` when this is the recorded answer to an earlier request with the same " +
-          "`Idempotency-Key` (no animal was added this time)."
-      })
-    }
+    409: idempotencyKeyInUse(),
+    413: { code: "payload_too_large", message: "The request body is over 65536 bytes." },
+    415: {
+      code: "unsupported_media_type",
+      message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
+    },
+    422: idempotencyKeyReused()
   },
   getPet: {
-    examples: {
-      400: { code: "invalid_path", message: "Invalid path parameter 'petId': must be a positive integer" },
-      404: petNotFound(42)
-    },
-    headers: {
-      "*": strings({
-        Deprecation: "RFC 9745: `@<unix seconds>`, when the operation was deprecated.",
-        Sunset: `RFC 8594: the operation is removed on ${SUNSET}.`,
-        Link: "`</v1/pets>; rel=\"successor-version\"`: the operation to use instead."
-      })
-    }
+    400: { code: "invalid_path", message: "Invalid path parameter 'petId': must be a positive integer" },
+    404: petNotFound(42)
   }
-}
-
-/** Examples of the errors every operation may answer. */
-const COMMON_EXAMPLES: Record<string, ErrorExample> = {
-  401: unauthorized(),
-  429: rateLimited(17),
-  503: unavailable()
 }
 
 /**
@@ -110,7 +82,7 @@ const finishDocument = (doc: Record<string, any>) => {
   doc.security = [{ bearerAuth: [] }]
   for (const item of Object.values<Record<string, any>>(doc.paths)) {
     for (const op of Object.values<any>(item)) {
-      const { examples, headers } = OPERATIONS[op.operationId]
+      const id: string = op.operationId
       // HttpApi declares header parameters in lower case, as requests carry them; the document uses their usual spelling.
       for (const parameter of op.parameters ?? []) {
         if (parameter.in === "header" && parameter.name === IDEMPOTENCY_KEY_HEADER.toLowerCase()) {
@@ -119,18 +91,23 @@ const finishDocument = (doc: Record<string, any>) => {
       }
       withExample(op.requestBody?.content?.["application/json"])
       for (const [status, response] of Object.entries<any>(op.responses ?? {})) {
-        response.headers = {
-          ...response.headers,
-          ...headers["*"],
-          ...headers[status],
+        const headers = {
+          ...HEADERS[id]?.["*"],
+          ...HEADERS[id]?.[status],
           ...(op.security?.length > 0 && status !== "401" ? RATE_LIMIT_HEADERS : {}),
           ...(status === "409" || status === "429" || status === "503" ? RETRY_AFTER_HEADER : {}),
           ...(status === "401" ? CHALLENGE_HEADER : {})
         }
+        response.headers = Object.fromEntries(
+          Object.entries(headers).map(([name, description]) => [
+            name,
+            { description, schema: { type: name === "Retry-After" ? "integer" : "string" } }
+          ])
+        )
         if (Number(status) < 400) {
           withExample(response.content?.["application/json"])
         } else if (response.content !== undefined) {
-          const { code, message } = examples[status] ?? COMMON_EXAMPLES[status]
+          const { code, message } = EXAMPLES[id]?.[status] ?? EXAMPLES["*"][status]
           response.content = {
             "application/json": {
               schema: { $ref: "#/components/schemas/Error" },
