@@ -34,11 +34,8 @@ export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", f
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {}
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields) {}
 export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", fields) {}
-/** A create with this Idempotency-Key is still running (on any replica): retry in a moment. */
 export class IdempotencyKeyInUse extends Schema.TaggedError<IdempotencyKeyInUse>()("IdempotencyKeyInUse", fields) {}
-/** This Idempotency-Key was already used with another payload. */
 export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", fields) {}
-/** The API key has used up its quota for the current window. */
 export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields) {}
 

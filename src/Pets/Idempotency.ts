@@ -29,18 +29,13 @@ export const IdempotencyTtl = variable("IDEMPOTENCY_TTL", (text) =>
 export const RETRY_AFTER_IN_USE_SECONDS = 1
 
 /**
- * Whether a retry sends what the create that used its key first sent: the decoded payload (the name trimmed, the
- * default status applied) against the pet that create made, whose row holds exactly that payload. So key order, white
- * space and an omitted default do not make a retry another request; any other difference does.
+ * Whether a retry sends what the key's first create sent: the decoded payload against the pet that create made, so key
+ * order, white space and an omitted default do not make a retry another request; any other difference does.
  */
 export const isSamePayload = (pet: NewPet, created: Pet): boolean =>
   pet.name === created.name && pet.categoryId === created.categoryId && pet.status === created.status
 
-/**
- * What an idempotent create's result means for the client who sent `pet`: the pet made now; the pet made before for a
- * retry with the same payload (`Replayed`); 409 while the create that holds the key is still running; 422 when it had
- * another payload.
- */
+/** What the store found means for the client who sent `pet`: the pet made now or before, 409 or 422. */
 export const outcomeOf = (
   pet: NewPet,
   result: CreateOnceResult
