@@ -70,11 +70,10 @@ export class Idempotency extends Effect.Service<Idempotency>()("Pets/Idempotency
 
     /** Creates `pet` once for this (scope, key): the pet made now, or the one the first create with the key made. */
     const create = (scope: string, key: string, pet: NewPet) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const result = yield* repo.createOnce({ scope, key, pet, now, expiresAt: now + Duration.toMillis(ttl) })
-        return yield* outcomeOf(pet, result)
-      })
+      Clock.currentTimeMillis.pipe(
+        Effect.flatMap((now) => repo.createOnce({ scope, key, pet, now, expiresAt: now + Duration.toMillis(ttl) })),
+        Effect.flatMap((result) => outcomeOf(pet, result))
+      )
 
     return { create } as const
   })
