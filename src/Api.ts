@@ -3,129 +3,125 @@
  * all derive from it; it and the declarations it imports need only `effect` and `@effect/platform`.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
-import { RATE_LIMIT_HEADER_DOCS, RETRY_AFTER_HEADER_DOCS } from "./Auth/Api.js"
-import { idempotencyKeyInUse, idempotencyKeyReused, rateLimited } from "./Domain/Errors.js"
-import { EXAMPLES as PET_EXAMPLES } from "./Domain/Pet.js"
-import { PetsApi } from "./Pets/Api.js"
+import {
+  idempotencyKeyInUse,
+  idempotencyKeyReused,
+  petNotFound,
+  rateLimited,
+  unauthorized,
+  unavailable
+} from "./Domain/Errors.js"
+import { IDEMPOTENCY_KEY_HEADER } from "./Domain/Idempotency.js"
+import { PetsApi, SUNSET } from "./Pets/Api.js"
 
-type Content = Record<string, { schema?: unknown; example?: unknown }>
-
-type Document = {
-  info: Record<string, unknown>
-  security?: ReadonlyArray<Record<string, ReadonlyArray<string>>>
-  paths: Record<
-    string,
-    Record<string, {
-      operationId: string
-      security?: ReadonlyArray<unknown>
-      requestBody?: { content?: Content }
-      responses?: Record<string, { description: string; content?: Content; headers?: object }>
-    }>
-  >
-  components: { schemas: Record<string, unknown> }
-}
-
-/** The example of an error the service makes with one of the typed errors' constructors. */
-const errorExample = (error: { readonly code: string; readonly message: string }) => ({
-  code: error.code,
-  message: error.message
-})
-
-/**
- * An example of each body, as the service sends it (or accepts it), so that the docs page's requests work as they
- * are and its answers read like real ones. `test/OpenApi.test.ts` sends the requests to the service.
- */
-const EXAMPLES: Record<string, { request?: unknown; responses: Record<string, unknown> }> = {
-  listPets: {
-    responses: {
-      200: PET_EXAMPLES.pets,
-      400: { code: "invalid_query", message: "Invalid query parameter 'limit': must be an integer from 1 to 100" }
-    }
-  },
+/** Response headers, which HttpApi has no declaration for, by operation and status (`*`: every response). */
+const HEADERS: Record<string, Record<string, Record<string, string>>> = {
+  listPets: { 200: { Link: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow." } },
   createPet: {
-    request: PET_EXAMPLES.newPet,
-    responses: {
-      201: PET_EXAMPLES.pet,
-      400: {
-        code: "invalid_body",
-        message: "Invalid request body: 'name' is invalid: must be a string of 1 to 200 characters without control " +
-          "characters, surrounding white space not counted"
-      },
-      413: { code: "payload_too_large", message: "The request body is over 65536 bytes." },
-      415: {
-        code: "unsupported_media_type",
-        message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
-      },
-      409: errorExample(idempotencyKeyInUse()),
-      422: errorExample(idempotencyKeyReused())
+    201: {
+      Location: "The new animal's address, `/v1/pets/{id}`.",
+      "Idempotent-Replayed": "`true` when this is the recorded answer to an earlier request with the same " +
+        "`Idempotency-Key` (no animal was added this time)."
     }
   },
   getPet: {
-    responses: {
-      200: PET_EXAMPLES.pet,
-      400: { code: "invalid_path", message: "Invalid path parameter 'petId': must be a positive integer" },
-      404: { code: "not_found", message: "No pet has the id 42." }
+    "*": {
+      Deprecation: "RFC 9745: `@<unix seconds>`, when the operation was deprecated.",
+      Sunset: `RFC 8594: the operation is removed on ${SUNSET}.`,
+      Link: "`</v1/pets>; rel=\"successor-version\"`: the operation to use instead."
     }
   }
 }
-
-/** Examples of the errors every operation may answer. */
-const COMMON_ERRORS: Record<string, unknown> = {
-  401: { code: "unauthorized", message: "A valid API key is required: send it as 'Authorization: Bearer <API_KEY>'." },
-  429: errorExample(rateLimited(17)),
-  503: { code: "unavailable", message: "The service cannot reach its database; try again shortly." }
+/** With `RATE_LIMIT` set, every answer to an authenticated request states the quota. */
+const RATE_LIMIT_HEADERS = {
+  "RateLimit-Policy": "With `RATE_LIMIT` set: the API key's quota, `\"default\";q=<requests>;w=<window in seconds>` " +
+    "(draft-ietf-httpapi-ratelimit-headers-10).",
+  RateLimit: "With `RATE_LIMIT` set: what is left of the quota, `\"default\";r=<requests left>;t=<seconds until " +
+    "all of the quota is back>`."
 }
+const RETRY_AFTER_HEADER = { "Retry-After": "RFC 9110: seconds to wait before retrying." }
+const CHALLENGE_HEADER = { "WWW-Authenticate": "RFC 6750: `Bearer`, the scheme to authenticate with." }
 
-const withStatus = (status: string, example: unknown) =>
-  Number(status) >= 400 ? { ...(example as object), status: Number(status) } : example
+/** An example of each error an operation answers, as the service answers it, by operation (`*`: every one) and status. */
+const EXAMPLES: Record<string, Record<string, { readonly code: string; readonly message: string }>> = {
+  "*": { 401: unauthorized(), 429: rateLimited(17), 503: unavailable() },
+  listPets: {
+    400: { code: "invalid_query", message: "Invalid query parameter 'limit': must be an integer from 1 to 100" }
+  },
+  createPet: {
+    400: {
+      code: "invalid_body",
+      message: "Invalid request body: 'name' is invalid: must be a string of 1 to 200 characters without control " +
+        "characters, surrounding white space not counted"
+    },
+    409: idempotencyKeyInUse(),
+    413: { code: "payload_too_large", message: "The request body is over 65536 bytes." },
+    415: {
+      code: "unsupported_media_type",
+      message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
+    },
+    422: idempotencyKeyReused()
+  },
+  getPet: {
+    400: { code: "invalid_path", message: "Invalid path parameter 'petId': must be a positive integer" },
+    404: petNotFound(42)
+  }
+}
 
 /**
  * The server answers every failure (a failed decode included) with an `Error` body, so every error response of the
- * document refers to that one schema and the generic decode-error schemas are left out. Every body gets its example,
- * and the bearer scheme is the document's default, so that a docs page preselects it.
+ * document refers to that one schema and the generic decode-error schemas are left out. Every body gets its example
+ * (a request or success body its schema's, so that the docs page's requests work as they are), and the bearer scheme
+ * is the document's default, so that a docs page preselects it.
  */
-const finishDocument = (doc: Document): Record<string, any> => {
+const finishDocument = (doc: Record<string, any>) => {
+  const withExample = (content: any) => {
+    const example = doc.components.schemas[content?.schema?.$ref?.split("/").at(-1)]?.examples?.[0]
+    if (example !== undefined) content.example = example
+  }
   doc.security = [{ bearerAuth: [] }]
-  for (const item of Object.values(doc.paths)) {
-    for (const op of Object.values(item)) {
-      const examples = EXAMPLES[op.operationId]
-      const requestBody = op.requestBody?.content?.["application/json"]
-      if (requestBody !== undefined && examples?.request !== undefined) requestBody.example = examples.request
-      for (const [status, response] of Object.entries(op.responses ?? {})) {
-        // With `RATE_LIMIT` set, every answer to an authenticated request states the quota.
-        if (op.security !== undefined && op.security.length > 0 && status !== "401") {
-          response.headers = { ...response.headers, ...RATE_LIMIT_HEADER_DOCS }
+  for (const item of Object.values<Record<string, any>>(doc.paths)) {
+    for (const op of Object.values<any>(item)) {
+      const id: string = op.operationId
+      // HttpApi declares header parameters in lower case, as requests carry them; the document uses their usual spelling.
+      for (const parameter of op.parameters ?? []) {
+        if (parameter.in === "header" && parameter.name === IDEMPOTENCY_KEY_HEADER.toLowerCase()) {
+          parameter.name = IDEMPOTENCY_KEY_HEADER
         }
-        if (status === "429" || status === "503") response.headers = { ...response.headers, ...RETRY_AFTER_HEADER_DOCS }
-        const example = examples?.responses[status] ?? COMMON_ERRORS[status]
+      }
+      withExample(op.requestBody?.content?.["application/json"])
+      for (const [status, response] of Object.entries<any>(op.responses ?? {})) {
+        const headers = {
+          ...HEADERS[id]?.["*"],
+          ...HEADERS[id]?.[status],
+          ...(op.security?.length > 0 && status !== "401" ? RATE_LIMIT_HEADERS : {}),
+          ...(status === "409" || status === "429" || status === "503" ? RETRY_AFTER_HEADER : {}),
+          ...(status === "401" ? CHALLENGE_HEADER : {})
+        }
+        response.headers = Object.fromEntries(
+          Object.entries(headers).map(([name, description]) => [
+            name,
+            { description, schema: { type: name === "Retry-After" ? "integer" : "string" } }
+          ])
+        )
         if (Number(status) < 400) {
-          const body = response.content?.["application/json"]
-          if (body !== undefined && example !== undefined) body.example = example
-          continue
-        }
-        if (response.content === undefined) continue
-        response.content = {
-          "application/json": {
-            schema: { $ref: "#/components/schemas/Error" },
-            ...(example === undefined ? {} : { example: withStatus(status, example) })
-          }
-        }
-        if (status === "400") response.description = "The request is invalid: the message names the field and why."
-        if (status === "401") {
-          response.headers = {
-            ...response.headers,
-            "WWW-Authenticate": {
-              description: "RFC 6750: `Bearer`, the scheme to authenticate with.",
-              schema: { type: "string" }
+          withExample(response.content?.["application/json"])
+        } else if (response.content !== undefined) {
+          const { code, message } = EXAMPLES[id]?.[status] ?? EXAMPLES["*"][status]
+          response.content = {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/Error" },
+              example: { code, message, status: Number(status) }
             }
           }
+          if (status === "400") response.description = "The request is invalid: the message names the field and why."
         }
       }
     }
   }
   for (const name of ["HttpApiDecodeError", "Issue", "PropertyKey"]) delete doc.components.schemas[name]
   // Unknown fields of a new pet are ignored, not refused.
-  delete (doc.components.schemas.NewPet as { additionalProperties?: boolean }).additionalProperties
+  delete doc.components.schemas.NewPet.additionalProperties
   doc.info.contact = { name: "petstore operators", url: "https://api.petstore.example/docs" }
   doc.info.license = { name: "Proprietary", identifier: "LicenseRef-Proprietary" }
   return doc
@@ -143,7 +139,7 @@ export class Api extends HttpApi.make("petstore")
     "A catalogue of animals: list them, add them, and (deprecated) fetch one. Every operation needs an API key, " +
       "sent as a bearer token. Every error is an `Error` object whose `status` equals the HTTP status."
   )
-  .annotate(OpenApi.Transform, (spec) => finishDocument(spec as unknown as Document))
+  .annotate(OpenApi.Transform, finishDocument)
 {}
 
 /** The API as the server mounts it: the same endpoints under `/v1`. */

@@ -1,11 +1,8 @@
 /**
  * Headers a handler or a middleware adds to the answer it is part of (`Location`, `Link`, a 401's challenge, the
- * deprecation and rate-limit headers), whatever the outcome.
- *
- * Where the request is served by the engine, its context holds a record of the answer's headers (`CollectedHeaders`)
- * and they are added there; elsewhere (the HttpApi app) they ride on the platform's pre-response handlers. The record
- * pays: a pre-response handler is a `FiberRef` update and an `HttpServerResponse` remade per header set, about a third
- * of a read's CPU time in `npm run bench:stages`.
+ * deprecation and rate-limit headers), whatever the outcome. Where the engine serves the request, its context holds
+ * the answer's headers (`CollectedHeaders`) and they are added there, without a pre-response handler per header set;
+ * elsewhere (the HttpApi app) they ride on the platform's pre-response handlers.
  */
 import { HttpApp, HttpServerResponse } from "@effect/platform"
 import { Context, Effect, Option } from "effect"

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Option, TestClock } from "effect"
 import { parseList, Token } from "structured-headers"
-import { parsePolicy, RateLimitConfig } from "../src/RateLimit/Policy.js"
+import { parsePolicy, RateLimitConfig } from "../src/RateLimit/RateLimits.js"
 import { describeBackends } from "./support/backends.js"
 import { type App, appWith, json } from "./support/retries.js"
 

@@ -7,7 +7,7 @@
 import type { SqlError } from "@effect/sql"
 import { Clock, Duration, Effect, Option, Redacted } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
-import { type ApiKeyId, type ApiKeyInfo, type AuthenticatedKey, KEY_PREFIX } from "../Domain/ApiKey.js"
+import { type ApiKeyId, type AuthenticatedKey, KEY_PREFIX } from "../Domain/ApiKey.js"
 import { ApiKeysRepo } from "./Repo.js"
 
 const KEY_PATTERN = new RegExp(`^${KEY_PREFIX}_([0-9a-f]{12})_[A-Za-z0-9_-]{43}$`)
@@ -21,10 +21,8 @@ export const generateKey = (): { readonly id: ApiKeyId; readonly key: Redacted.R
 export const hashKey = (key: string): string => createHash("sha256").update(key).digest("hex")
 
 /** The key id a well-formed key carries. */
-export const keyIdOf = (key: string): Option.Option<ApiKeyId> => {
-  const match = KEY_PATTERN.exec(key)
-  return match === null ? Option.none() : Option.some(match[1] as ApiKeyId)
-}
+export const keyIdOf = (key: string): Option.Option<ApiKeyId> =>
+  Option.fromNullable(KEY_PATTERN.exec(key)?.[1] as ApiKeyId | undefined)
 
 /** Constant-time comparison of a presented key with a stored hash. */
 export const matchesHash = (key: string, storedHash: string): boolean => {
@@ -42,14 +40,14 @@ const TOUCH_INTERVAL_MS = 60_000
  */
 export const LAST_USED_WRITE_INTERVAL = Duration.seconds(1)
 
-const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
-
 /** How long a key that passed the check is taken at its word before the database is asked again. */
 export const RECHECK_AFTER = Duration.millis(500)
 const RECHECK_AFTER_MS = Duration.toMillis(RECHECK_AFTER)
 
 /** At most this many keys are remembered at once (refusals never are). */
 const MAX_REMEMBERED = 1024
+
+const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
   scoped: Effect.gen(function*() {
@@ -68,19 +66,11 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       sweptAt = at
       for (const [text, entry] of passed) if (!isFresh(entry.at, at)) passed.delete(text)
     }
-    const remember = (text: string, key: Option.Option<AuthenticatedKey>, at: number) => {
-      if (passed.size >= MAX_REMEMBERED) passed.clear()
-      passed.set(text, { key, at })
-    }
-    const forget = (id: ApiKeyId) => {
-      for (const [text, entry] of passed) if (Option.isSome(entry.key) && entry.key.value.id === id) passed.delete(text)
-    }
 
     /** Uses not written yet: by key id, the time of the first use since the last write. */
     const unwritten = new Map<ApiKeyId, string>()
     /** Writes the uses noted so far (all in one group commit on SQLite); a failure is logged, never raised. */
-    const writeLastUsed: Effect.Effect<void> = Effect.suspend(() => {
-      if (unwritten.size === 0) return Effect.void
+    const writeLastUsed = Effect.suspend(() => {
       const uses = [...unwritten]
       unwritten.clear()
       return Effect.forEach(uses, ([id, at]) =>
@@ -93,17 +83,17 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         ), { concurrency: "unbounded", discard: true })
     })
     yield* Effect.addFinalizer(() => writeLastUsed.pipe(Effect.timeoutOption("1 second")))
-    // The first use noted after a write starts the next one, LAST_USED_WRITE_INTERVAL later, in the background.
     const scope = yield* Effect.scope
     let writeScheduled = false
-    const writeLater = Effect.zipRight(
-      Effect.sleep(LAST_USED_WRITE_INTERVAL),
+    const writeLater = Effect.delay(
       Effect.suspend(() => {
         writeScheduled = false
         return writeLastUsed
-      })
+      }),
+      LAST_USED_WRITE_INTERVAL
     )
-    const noteUse = (id: ApiKeyId, at: number): Effect.Effect<void> =>
+    /** Notes a use; the first noted after a write starts the next one, in the background. */
+    const noteUse = (id: ApiKeyId, at: number) =>
       Effect.suspend(() => {
         if (!unwritten.has(id)) unwritten.set(id, new Date(at).toISOString())
         if (writeScheduled) return Effect.void
@@ -118,11 +108,14 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         return { id, name, key } as const
       }).pipe(Effect.withSpan("ApiKeys.create"))
 
-    const list: Effect.Effect<ReadonlyArray<ApiKeyInfo>, SqlError.SqlError> = repo.list
-
+    /** Marks a key revoked, here at once; false when no key has that id. */
     const revoke = (id: ApiKeyId) =>
       Effect.flatMap(now, (at) => repo.revoke(id, at)).pipe(
-        Effect.tap(() => forget(id)),
+        Effect.tap(() => {
+          for (const [text, entry] of passed) {
+            if (Option.isSome(entry.key) && entry.key.value.id === id) passed.delete(text)
+          }
+        }),
         Effect.withSpan("ApiKeys.revoke")
       )
 
@@ -146,15 +139,15 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
           const record = found.value
           if (!matchesHash(key, record.hash) || record.revokedAt !== null) return Effect.succeedNone
           const authenticated = Option.some<AuthenticatedKey>({ id: record.id, name: record.name })
-          remember(key, authenticated, at)
-          if (record.lastUsedAt !== null && at - Date.parse(record.lastUsedAt) < TOUCH_INTERVAL_MS) {
-            return Effect.succeed(authenticated)
-          }
-          return Effect.as(noteUse(record.id, at), authenticated)
+          if (passed.size >= MAX_REMEMBERED) passed.clear()
+          passed.set(key, { key: authenticated, at })
+          return record.lastUsedAt !== null && at - Date.parse(record.lastUsedAt) < TOUCH_INTERVAL_MS
+            ? Effect.succeed(authenticated)
+            : Effect.as(noteUse(record.id, at), authenticated)
         })
       })
 
-    return { create, list, revoke, authenticate, writeLastUsed } as const
+    return { create, list: repo.list, revoke, authenticate, writeLastUsed } as const
   }),
   dependencies: [ApiKeysRepo.Default]
 }) {}

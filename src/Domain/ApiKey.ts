@@ -18,21 +18,18 @@ export const KeyName = Schema.Trim.pipe(
 )
 
 /** What `keys list` shows of a key: never the key itself, nor its hash. */
-export const ApiKeyInfo = Schema.Struct({
-  id: ApiKeyId,
-  name: Schema.String,
-  createdAt: Schema.String,
-  lastUsedAt: Schema.NullOr(Schema.String),
-  revokedAt: Schema.NullOr(Schema.String)
-})
-export type ApiKeyInfo = typeof ApiKeyInfo.Type
+export interface ApiKeyInfo {
+  readonly id: ApiKeyId
+  readonly name: string
+  readonly createdAt: string
+  readonly lastUsedAt: string | null
+  readonly revokedAt: string | null
+}
 
 /** A stored key: its info and the hex SHA-256 of the key. */
-export const ApiKeyRecord = Schema.Struct({
-  ...ApiKeyInfo.fields,
-  hash: Schema.String
-})
-export type ApiKeyRecord = typeof ApiKeyRecord.Type
+export interface ApiKeyRecord extends ApiKeyInfo {
+  readonly hash: string
+}
 
 /** The key a request authenticated with, as the handlers see it. */
 export interface AuthenticatedKey {

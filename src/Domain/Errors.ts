@@ -1,23 +1,10 @@
 /**
- * Every error the service answers has one shape on the wire, the interface's `Error` object: `{ code, message, status }`,
- * with `status` equal to the HTTP status. Each typed error below is a yieldable class inside the program and that shape
- * outside of it: its `...Response` schema transforms between the two, carries the HTTP status for `HttpApi`, and makes the
- * OpenAPI document refer every error response to the one `Error` schema.
+ * Every error the service answers is the interface's `Error` object on the wire, `{ code, message, status }` with
+ * `status` the HTTP status. Inside the program each is a `Schema.TaggedError`; its `...Response` schema transforms
+ * between the two, carries the status for `HttpApi`, and makes the OpenAPI document refer to the one `Error` schema.
  */
 import { HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-
-export const ErrorBody = Schema.Struct({
-  code: Schema.String.annotations({ description: "Machine-readable error code, lower-case snake case." }),
-  message: Schema.String.annotations({ description: "Human-readable description." }),
-  // The title replaces `Schema.Int`'s built-in "int", which code generators would otherwise take for a type name.
-  status: Schema.Int.annotations({ title: "HTTP status", description: "The HTTP status code of the response." })
-}).annotations({
-  identifier: "Error",
-  description: "An error: what went wrong, for machines and for people.",
-  examples: [{ code: "not_found", message: "No pet has the id 42.", status: 404 }]
-})
-export type ErrorBody = typeof ErrorBody.Type
 
 /** The stable error codes of the contract. */
 export type ErrorCode =
@@ -42,105 +29,87 @@ export type ErrorCode =
 
 const fields = { code: Schema.String, message: Schema.String }
 
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields) {
-  static readonly status = 401
-}
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields) {}
+export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", fields) {}
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {}
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields) {}
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", fields) {}
+export class IdempotencyKeyInUse extends Schema.TaggedError<IdempotencyKeyInUse>()("IdempotencyKeyInUse", fields) {}
+export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", fields) {}
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields) {}
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields) {}
+
 export const unauthorized = (message = "A valid API key is required: send it as 'Authorization: Bearer <API_KEY>'.") =>
   new Unauthorized({ code: "unauthorized", message })
 
-export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", fields) {
-  static readonly status = 400
-}
+export const petNotFound = (id: number) => new NotFound({ code: "not_found", message: `No pet has the id ${id}.` })
 
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {
-  static readonly status = 404
-}
-
-export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields) {
-  static readonly status = 413
-}
-
-export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", fields) {
-  static readonly status = 415
-}
-
-/** A create with this Idempotency-Key is still running (on any replica): retry in a moment. */
-export class IdempotencyKeyInUse extends Schema.TaggedError<IdempotencyKeyInUse>()("IdempotencyKeyInUse", fields) {
-  static readonly status = 409
-}
 export const idempotencyKeyInUse = () =>
   new IdempotencyKeyInUse({
     code: "idempotency_key_in_use",
     message: "A request with this Idempotency-Key is still being processed; retry after the time in Retry-After."
   })
 
-/** This Idempotency-Key was already used with another payload. */
-export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", fields) {
-  static readonly status = 422
-}
 export const idempotencyKeyReused = () =>
   new IdempotencyKeyReused({
     code: "idempotency_key_reused",
     message: "This Idempotency-Key was already used with a different request body; use a new key for a new request."
   })
 
-/** The API key has used up its quota for the current window. */
-export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields) {
-  static readonly status = 429
-}
-export const rateLimited = (retryAfterSeconds: number) =>
+export const rateLimited = (seconds: number) =>
   new RateLimited({
     code: "rate_limited",
-    message: `This API key has used up its request quota; retry in ${retryAfterSeconds} second${
-      retryAfterSeconds === 1 ? "" : "s"
-    }.`
+    message: `This API key has used up its request quota; retry in ${seconds} second${seconds === 1 ? "" : "s"}.`
   })
 
-export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields) {
-  static readonly status = 503
-}
 export const unavailable = (message = "The service cannot reach its database; try again shortly.") =>
   new Unavailable({ code: "unavailable", message })
 
-type Tagged = { readonly _tag: string; readonly code: string; readonly message: string }
+export const ErrorBody = Schema.Struct({
+  code: Schema.String.annotations({ description: "Machine-readable error code, lower-case snake case." }),
+  message: Schema.String.annotations({ description: "Human-readable description." }),
+  // The title replaces `Schema.Int`'s built-in "int", which code generators would otherwise take for a type name.
+  status: Schema.Int.annotations({ title: "HTTP status", description: "The HTTP status code of the response." })
+}).annotations({
+  identifier: "Error",
+  description: "An error: what went wrong, for machines and for people.",
+  examples: [{ code: "not_found", message: petNotFound(42).message, status: 404 }]
+})
+export type ErrorBody = typeof ErrorBody.Type
 
-/** The wire form of a typed error: the `Error` body with the class's HTTP status. */
-const wire = <A extends Tagged, I extends Tagged>(
-  self: Schema.Schema<A, I> & { readonly status: number },
-  tag: I["_tag"],
+/** The JSON body of an error answer. */
+export const errorBody = (status: number, code: ErrorCode, message: string): ErrorBody => ({ code, message, status })
+
+/** The wire form of a typed error: the `Error` body with this HTTP status. */
+const wire = <A, I extends { readonly code: string; readonly message: string }>(
+  self: Schema.Schema<A, I> & { readonly _tag: string },
+  status: number,
   description: string
 ) =>
   Schema.transform(ErrorBody, self, {
     strict: false,
-    decode: (body) => ({ _tag: tag, code: body.code, message: body.message }),
-    encode: (error) => ({ code: error.code, message: error.message, status: self.status })
-  }).annotations(HttpApiSchema.annotations({ status: self.status, description }))
+    decode: (body) => ({ _tag: self._tag, code: body.code, message: body.message }),
+    encode: (error) => ({ code: error.code, message: error.message, status })
+  }).annotations(HttpApiSchema.annotations({ status, description }))
 
-export const UnauthorizedResponse = wire(Unauthorized, "Unauthorized", "API key missing or invalid.")
-export const BadRequestResponse = wire(BadRequest, "BadRequest", "The request is invalid: the message names the field.")
-export const NotFoundResponse = wire(NotFound, "NotFound", "The requested resource could not be found.")
-export const PayloadTooLargeResponse = wire(PayloadTooLarge, "PayloadTooLarge", "The request body is over 64 KiB.")
-export const UnsupportedMediaTypeResponse = wire(
-  UnsupportedMediaType,
-  "UnsupportedMediaType",
-  "The request body is not application/json."
-)
+export const UnauthorizedResponse = wire(Unauthorized, 401, "API key missing or invalid.")
+export const BadRequestResponse = wire(BadRequest, 400, "The request is invalid: the message names the field.")
+export const NotFoundResponse = wire(NotFound, 404, "The requested resource could not be found.")
+export const PayloadTooLargeResponse = wire(PayloadTooLarge, 413, "The request body is over 64 KiB.")
+export const UnsupportedMediaTypeResponse = wire(UnsupportedMediaType, 415, "The request body is not application/json.")
 export const IdempotencyKeyInUseResponse = wire(
   IdempotencyKeyInUse,
-  "IdempotencyKeyInUse",
+  409,
   "A request with the same Idempotency-Key is still being processed; retry after `Retry-After` seconds."
 )
 export const IdempotencyKeyReusedResponse = wire(
   IdempotencyKeyReused,
-  "IdempotencyKeyReused",
+  422,
   "The Idempotency-Key was already used with a different request body."
 )
 export const RateLimitedResponse = wire(
   RateLimited,
-  "RateLimited",
+  429,
   "The API key has used up its quota (`RateLimit-Policy`); retry after `Retry-After` seconds."
 )
-export const UnavailableResponse = wire(Unavailable, "Unavailable", "The database cannot be reached.")
-
-/** The JSON body of an error answer. */
-export const errorBody = (status: number, code: ErrorCode, message: string): ErrorBody => ({ code, message, status })
+export const UnavailableResponse = wire(Unavailable, 503, "The database cannot be reached.")

@@ -1,23 +1,19 @@
 /**
- * The `Idempotency-Key` request header of createPet (draft-ietf-httpapi-idempotency-key-header-07).
- *
- * The draft makes the header an Item Structured Field whose value is a String: `Idempotency-Key: "8e03978e"`. Stripe's
- * clients and most generated SDKs send the bare value instead (`Idempotency-Key: 8e03978e`), so both are accepted and
- * name the same key: a value that starts with `"` is parsed as a structured-field String (RFC 9651; parameters, which
- * the draft defines none of, are ignored), any other value is the key as it stands. (The parser is the grammar of RFC
- * 9651 §3.3.3 and §3.1.2 below, written out: the declarations stay free of packages beyond effect and @effect/platform.) Either way the key is 1 to 255
- * visible ASCII characters, no space.
+ * The `Idempotency-Key` request header of createPet (draft-ietf-httpapi-idempotency-key-header-07). The draft makes it
+ * a structured-field String (`"8e03978e"`); most SDKs send the bare value (`8e03978e`), so both are accepted and name
+ * the same key: a value that starts with `"` is read by the grammar of RFC 9651 §3.3.3 and §3.1.2 (parameters, which
+ * the draft defines none of, are ignored), any other as it stands. Written out here, so that the declarations need
+ * nothing beyond effect and @effect/platform. Either way the key is 1 to 255 visible ASCII characters, no space.
  */
 import { ParseResult, Schema } from "effect"
 
 export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
-export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
-
+const MAX_LENGTH = 255
 const KEY = /^[\x21-\x7e]{1,255}$/
 
 /** What a client is told when the header cannot be read (the 400 `invalid_header` message ends with it). */
 export const IDEMPOTENCY_KEY_RULE =
-  `must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters without spaces, bare or as a quoted ` +
+  `must be 1 to ${MAX_LENGTH} visible ASCII characters without spaces, bare or as a quoted ` +
   `structured-field string ("…")`
 
 // RFC 9651: an sf-string, and the bare items a parameter's value may be.
@@ -68,7 +64,7 @@ export const IdempotencyKey = Schema.transformOrFail(Schema.String, Schema.Strin
   jsonSchema: {
     type: "string",
     minLength: 1,
-    maxLength: IDEMPOTENCY_KEY_MAX_LENGTH + 2,
+    maxLength: MAX_LENGTH + 2,
     examples: ["\"8e03978e-40d5-43e8-bc93-6894a57f9324\"", "8e03978e-40d5-43e8-bc93-6894a57f9324"],
     description:
       "draft-ietf-httpapi-idempotency-key-header-07: a unique key for this request, as a structured-field string " +

@@ -1,10 +1,21 @@
 /**
- * The catalogue's concepts, declared once: the API, the repository and the tests all use these schemas.
+ * The catalogue's concepts, declared once: the API, the repository and the tests all use these schemas. Every schema
+ * of the OpenAPI document carries an example the service accepts or answers; the docs page's requests send them.
  */
 import { ParseResult, Schema } from "effect"
 
 /** The largest integer a JSON number carries exactly (2^53 - 1). */
 export const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER
+
+/** How the document shows a positive 64-bit id below 2^53. */
+const int64 = (description: string, examples?: ReadonlyArray<number>) => ({
+  type: "integer",
+  format: "int64",
+  minimum: 1,
+  maximum: MAX_SAFE_ID,
+  description,
+  ...(examples === undefined ? {} : { examples })
+})
 
 export const PetStatus = Schema.Literal("available", "pending", "sold").annotations({
   identifier: "PetStatus",
@@ -14,45 +25,17 @@ export const PetStatus = Schema.Literal("available", "pending", "sold").annotati
 })
 export type PetStatus = typeof PetStatus.Type
 
+const PositiveId = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1), Schema.lessThanOrEqualTo(MAX_SAFE_ID))
+
 /** Identifier assigned by the service: a positive integer below 2^53. */
-export const PetId = Schema.Int.pipe(
-  Schema.greaterThanOrEqualTo(1),
-  Schema.lessThanOrEqualTo(MAX_SAFE_ID),
-  Schema.brand("PetId")
-).annotations({
-  jsonSchema: {
-    type: "integer",
-    format: "int64",
-    minimum: 1,
-    maximum: MAX_SAFE_ID,
-    description: "Unique identifier, assigned by the service on creation.",
-    examples: [1]
-  }
+export const PetId = PositiveId.pipe(Schema.brand("PetId")).annotations({
+  jsonSchema: int64("Unique identifier, assigned by the service on creation.", [1])
 })
 export type PetId = typeof PetId.Type
 
-/** The animals of the documentation's examples (the docs page's requests and answers); the tests send them. */
-const REX = { id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" } as const
-const TOM = { id: PetId.make(2), name: "Tom", categoryId: 2, status: "sold" } as const
-export const EXAMPLES = {
-  newPet: { name: REX.name, categoryId: REX.categoryId, status: REX.status },
-  pet: REX,
-  pets: [REX, TOM]
-}
-
-export const CategoryId = Schema.Int.pipe(
-  Schema.greaterThanOrEqualTo(1),
-  Schema.lessThanOrEqualTo(MAX_SAFE_ID)
-).annotations({
+export const CategoryId = PositiveId.annotations({
   message: () => ({ message: `must be a positive integer no larger than ${MAX_SAFE_ID}`, override: true }),
-  jsonSchema: {
-    type: "integer",
-    format: "int64",
-    minimum: 1,
-    maximum: MAX_SAFE_ID,
-    description: "Identifier of the category the animal belongs to (a positive integer below 2^53).",
-    examples: [1]
-  }
+  jsonSchema: int64("Identifier of the category the animal belongs to (a positive integer below 2^53).", [1])
 })
 
 export const NAME_MAX_LENGTH = 200
@@ -113,6 +96,9 @@ export const PetNameInput = Schema.compose(
 
 export const DEFAULT_STATUS: PetStatus = "available"
 
+const REX = { id: PetId.make(1), name: "Rex", categoryId: 1, status: "available" } as const
+const TOM = { id: PetId.make(2), name: "Tom", categoryId: 2, status: "sold" } as const
+
 /** The request body of createPet. `id` and unknown fields are ignored. */
 export const NewPet = Schema.Struct({
   name: PetNameInput,
@@ -124,7 +110,7 @@ export const NewPet = Schema.Struct({
 }).annotations({
   identifier: "NewPet",
   description: "An animal to add to the catalogue.",
-  examples: [EXAMPLES.newPet]
+  examples: [{ name: REX.name, categoryId: REX.categoryId, status: REX.status }]
 })
 export type NewPet = typeof NewPet.Type
 
@@ -133,17 +119,13 @@ export const Pet = Schema.Struct({
   name: PetName,
   categoryId: CategoryId,
   status: PetStatus
-}).annotations({
-  identifier: "Pet",
-  description: "An animal of the catalogue.",
-  examples: [EXAMPLES.pet]
-})
+}).annotations({ identifier: "Pet", description: "An animal of the catalogue.", examples: [REX] })
 export type Pet = typeof Pet.Type
 
 export const Pets = Schema.Array(Pet).annotations({
   identifier: "Pets",
   description: "A page of animals, ordered by id.",
-  examples: [EXAMPLES.pets]
+  examples: [[REX, TOM]]
 })
 
 export const LIMIT_MIN = 1
@@ -187,14 +169,7 @@ export const Limit = PositiveIntFromString.pipe(
 })
 
 export const PetIdFromString = PositiveIntFromString.pipe(Schema.compose(PetId)).annotations({
-  jsonSchema: {
-    type: "integer",
-    format: "int64",
-    minimum: 1,
-    maximum: MAX_SAFE_ID,
-    description: "Identifier of the animal.",
-    examples: [1]
-  }
+  jsonSchema: int64("Identifier of the animal.", [1])
 })
 
 /** The query of listPets. Unknown parameters are ignored. */
@@ -202,14 +177,9 @@ export const ListPetsQuery = Schema.Struct({
   limit: Schema.optional(Limit),
   status: Schema.optional(PetStatus.annotations({ description: "Return only animals with this status." })),
   after: Schema.optional(PetIdFromString.annotations({
-    jsonSchema: {
-      type: "integer",
-      format: "int64",
-      minimum: 1,
-      maximum: MAX_SAFE_ID,
-      description:
-        "Keyset cursor: only animals whose id is greater than this one (the `Link: rel=\"next\"` header carries it)."
-    }
+    jsonSchema: int64(
+      "Keyset cursor: only animals whose id is greater than this one (the `Link: rel=\"next\"` header carries it)."
+    )
   }))
 })
 export type ListPetsQuery = typeof ListPetsQuery.Type

@@ -3,7 +3,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Authorization, RETRY_AFTER_HEADER_DOCS } from "../Auth/Api.js"
+import { Authorization } from "../Auth/Api.js"
 import {
   BadRequestResponse,
   IdempotencyKeyInUseResponse,
@@ -13,7 +13,7 @@ import {
   UnavailableResponse,
   UnsupportedMediaTypeResponse
 } from "../Domain/Errors.js"
-import { CreatePetHeaders, IDEMPOTENCY_KEY_HEADER } from "../Domain/Idempotency.js"
+import { CreatePetHeaders } from "../Domain/Idempotency.js"
 import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
 
 /** getPet is removed on this date (RFC 8594 `Sunset`). */
@@ -23,34 +23,6 @@ export const DEPRECATED_SINCE = 1_767_225_600
 
 /** Adds the deprecation headers to every answer of the endpoint it is on, whatever the outcome. */
 export class Deprecation extends HttpApiMiddleware.Tag<Deprecation>()("Pets/Deprecation") {}
-
-type Operation = { responses: Record<string, { headers?: Record<string, unknown> }> }
-type HeaderDoc = { readonly description: string; readonly schema?: { readonly type: string } }
-
-/** Documents response headers, which HttpApi has no declaration for, on the given statuses. */
-const responseHeaders =
-  (headers: Record<string, HeaderDoc>, statuses?: ReadonlyArray<string>) => (op: Record<string, any>) => {
-    const operation = op as Operation
-    for (const [status, response] of Object.entries(operation.responses)) {
-      if (statuses !== undefined && !statuses.includes(status)) continue
-      response.headers = {
-        ...response.headers,
-        ...Object.fromEntries(
-          Object.entries(headers).map(([name, doc]) => [name, { schema: { type: "string" }, ...doc }])
-        )
-      }
-    }
-    return op
-  }
-
-/** Header parameters under their usual spelling (HttpApi declares them in lower case, as requests carry them). */
-const headerNames = (names: ReadonlyArray<string>) => (op: Record<string, any>) => {
-  for (const parameter of op.parameters ?? []) {
-    const name = names.find((candidate) => candidate.toLowerCase() === parameter.name)
-    if (parameter.in === "header" && name !== undefined) parameter.name = name
-  }
-  return op
-}
 
 export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
   .add(
@@ -63,12 +35,6 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
         OpenApi.Description,
         "Animals in ascending id order, optionally filtered by status. When more follow, the response carries " +
           "`Link: </v1/pets?limit=…&after=…>; rel=\"next\"` (keyset pagination; the status filter is kept)."
-      )
-      .annotate(
-        OpenApi.Transform,
-        responseHeaders({
-          Link: { description: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow." }
-        }, ["200"])
       )
   )
   .add(
@@ -89,21 +55,6 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
           "Send an `Idempotency-Key` to make retries safe: a retry with the same key and body is answered as the " +
           "first request was, with `Idempotent-Replayed: true`, and adds nothing."
       )
-      .annotate(
-        OpenApi.Transform,
-        (op) =>
-          responseHeaders(RETRY_AFTER_HEADER_DOCS, ["409"])(
-            headerNames([IDEMPOTENCY_KEY_HEADER])(
-              responseHeaders({
-                Location: { description: "The new animal's address, `/v1/pets/{id}`." },
-                "Idempotent-Replayed": {
-                  description: "`true` when this is the recorded answer to an earlier request with the same " +
-                    "`Idempotency-Key` (no animal was added this time)."
-                }
-              }, ["201"])(op)
-            )
-          )
-      )
   )
   .add(
     HttpApiEndpoint.get("getPet", "/pets/:petId")
@@ -117,14 +68,6 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
         "Deprecated: removed on 5 December 2030. Use `GET /pets` with the `status` filter instead."
       )
       .annotate(OpenApi.Deprecated, true)
-      .annotate(
-        OpenApi.Transform,
-        responseHeaders({
-          Deprecation: { description: "RFC 9745: `@<unix seconds>`, when the operation was deprecated." },
-          Sunset: { description: "RFC 8594: the operation is removed on Thu, 05 Dec 2030 00:00:00 GMT." },
-          Link: { description: "`</v1/pets>; rel=\"successor-version\"`: the operation to use instead." }
-        })
-      )
       .middleware(Deprecation)
   )
   .addError(UnavailableResponse)

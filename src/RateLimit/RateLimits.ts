@@ -1,29 +1,56 @@
 /**
- * The quota of each API key (`RATE_LIMIT`), checked once per authenticated request by the `Authorization` middleware
+ * The quota of each API key (`RATE_LIMIT`), counted once per authenticated request by the `Authorization` middleware
  * right after the key: `@effect/experimental`'s `RateLimiter`, a fixed window per key, counted in the process's memory
  * on SQLite (one process serves a SQLite file) and in the database on PostgreSQL (every replica counts against the same
- * quota: `PostgresStore.ts`). Every answer of a rate-limited request states the quota (`RateLimit-Policy`,
- * `RateLimit`); past it the answer is 429 `rate_limited` with `Retry-After`, and nothing is done.
+ * quota: `PostgresStore.ts`). Every answer states the quota (draft-ietf-httpapi-ratelimit-headers-10), past it the
+ * answer is 429 `rate_limited` with `Retry-After`, and nothing is done:
+ *
+ *     RateLimit-Policy: "default";q=100;w=60      the policy: q requests per window of w seconds
+ *     RateLimit: "default";r=42;t=17              what is left of it: r requests, all of it back in t seconds
+ *
+ * Both fields are Structured Field Lists (RFC 9651) of one item, the policy's name as a String, with Integer parameters.
  */
 import { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Config, Duration, Effect, Either, Layer, Option } from "effect"
+import { variable } from "../Config.js"
 import { SqliteDatabase } from "../Database/Sqlite.js"
 import { type RateLimited, rateLimited, type Unavailable } from "../Domain/Errors.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import { answerUnavailable } from "../Unavailable.js"
-import { limitField, type Policy, policyField, RateLimitConfig, secondsOf } from "./Policy.js"
 import { makePostgresStore } from "./PostgresStore.js"
 
-export interface RateLimitsService {
-  /** The policy in force; `None` when limits are off. */
-  readonly policy: Option.Option<Policy>
-  /**
-   * Counts one request of this API key: states the quota in the answer's headers, and fails with 429 past it (503 when
-   * the shared counters cannot be reached).
-   */
-  readonly consume: (keyId: string) => Effect.Effect<void, RateLimited | Unavailable>
+/** `limit` requests (`q`) per window of `windowSeconds` (`w`). */
+export interface Policy {
+  readonly limit: number
+  readonly windowSeconds: number
 }
+
+const FORM = /^([1-9][0-9]{0,8})\/(second|minute|hour)$/
+const SECONDS = { second: 1, minute: 60, hour: 3600 } as const
+
+/** The policy a `RATE_LIMIT` value names: `None` for `off`, `undefined` for a value that is not one of the forms. */
+export const parsePolicy = (text: string): Option.Option<Policy> | undefined => {
+  const value = text.trim().toLowerCase()
+  if (value === "off" || value === "") return Option.none()
+  const match = FORM.exec(value)
+  if (match === null) return undefined
+  return Option.some({ limit: Number(match[1]), windowSeconds: SECONDS[match[2] as keyof typeof SECONDS] })
+}
+
+/** `RATE_LIMIT`: unset or `off` (the default) turns limits off. */
+export const RateLimitConfig = variable("RATE_LIMIT", (text) =>
+  Either.fromNullable(
+    parsePolicy(text),
+    () => "must be off, or N/second, N/minute or N/hour with N a positive integer (e.g. 100/minute)"
+  )).pipe(Config.withDefault(Option.none<Policy>()))
+
+/** `RateLimit-Policy`'s value. */
+export const policyField = (policy: Policy): string => `"default";q=${policy.limit};w=${policy.windowSeconds}`
+
+/** `RateLimit`'s value: `remaining` requests left, all of the quota back in `seconds`. */
+export const limitField = (remaining: number, seconds: number): string =>
+  `"default";r=${Math.max(0, remaining)};t=${seconds}`
 
 /** The counters of the backend in use: PostgreSQL's shared ones for PostgreSQL, else the process's memory. */
 const storeFor = Effect.gen(function*() {
@@ -35,40 +62,47 @@ const storeFor = Effect.gen(function*() {
   })
 })
 
-const limitedBy = (limiter: RateLimiter.RateLimiter, policy: Policy): RateLimitsService["consume"] => {
-  const options = { limit: policy.limit, window: policy.window, algorithm: "fixed-window", onExceeded: "fail" } as const
-  const policyHeader = policyField(policy)
-  const secondsUntil = (duration: Duration.Duration) => secondsOf(Duration.toMillis(duration))
-  return (keyId) =>
-    Effect.matchEffect(limiter.consume({ ...options, key: keyId }), {
-      onSuccess: (result) =>
-        addResponseHeaders({
-          "ratelimit-policy": policyHeader,
-          ratelimit: limitField(result.remaining, secondsUntil(result.resetAfter))
-        }),
-      onFailure: (error): Effect.Effect<void, RateLimited | Unavailable> => {
-        if (error.reason !== "Exceeded") return answerUnavailable("rate-limit store failure", error)
-        // At least a second: `Retry-After: 0` would invite the same request at once.
-        const wait = Math.max(1, secondsUntil(error.retryAfter))
-        return Effect.zipRight(
-          addResponseHeaders({
-            "ratelimit-policy": policyHeader,
-            ratelimit: limitField(0, wait),
-            "retry-after": String(wait)
-          }),
-          Effect.fail(rateLimited(wait))
-        )
-      }
-    })
-}
+/** Whole seconds, rounded up: a client that waits this long finds the quota back. */
+const secondsUntil = (duration: Duration.Duration) => Math.max(0, Math.ceil(Duration.toMillis(duration) / 1000))
 
 export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimits", {
   effect: Effect.gen(function*() {
     const policy = yield* RateLimitConfig
     if (Option.isNone(policy)) {
-      return { policy, consume: () => Effect.void } satisfies RateLimitsService as RateLimitsService
+      return { consume: (_keyId: string): Effect.Effect<void, RateLimited | Unavailable> => Effect.void }
     }
     const limiter = yield* Effect.provide(RateLimiter.make, yield* storeFor)
-    return { policy, consume: limitedBy(limiter, policy.value) } satisfies RateLimitsService as RateLimitsService
+    const { limit, windowSeconds } = policy.value
+    const options = {
+      limit,
+      window: Duration.seconds(windowSeconds),
+      algorithm: "fixed-window",
+      onExceeded: "fail"
+    } as const
+    const policyHeader = policyField(policy.value)
+    return {
+      /** Counts one request of this API key: 429 past the quota, 503 when the shared counters cannot be reached. */
+      consume: (keyId: string) =>
+        Effect.matchEffect(limiter.consume({ ...options, key: keyId }), {
+          onSuccess: (result) =>
+            addResponseHeaders({
+              "ratelimit-policy": policyHeader,
+              ratelimit: limitField(result.remaining, secondsUntil(result.resetAfter))
+            }),
+          onFailure: (error): Effect.Effect<void, RateLimited | Unavailable> => {
+            if (error.reason !== "Exceeded") return answerUnavailable("rate-limit store failure", error)
+            // At least a second: `Retry-After: 0` would invite the same request at once.
+            const wait = Math.max(1, secondsUntil(error.retryAfter))
+            return Effect.zipRight(
+              addResponseHeaders({
+                "ratelimit-policy": policyHeader,
+                ratelimit: limitField(0, wait),
+                "retry-after": String(wait)
+              }),
+              Effect.fail(rateLimited(wait))
+            )
+          }
+        })
+    }
   })
 }) {}
