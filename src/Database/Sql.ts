@@ -63,8 +63,5 @@ export const layer = (
     ))
 }
 
-/** The migrated SQL client for `DATABASE_URL`. */
-export const SqlLive = Layer.unwrapEffect(Effect.map(DatabaseUrl, layer))
-
 /** A fresh in-memory database, for tests. */
 export const SqlTest = layer(Redacted.make(":memory:"))
