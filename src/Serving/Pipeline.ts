@@ -99,10 +99,6 @@ const finishAnswer = (
   made: Answer | HttpServerResponse.HttpServerResponse
 ): Effect.Effect<Served> =>
   FiberRef.getWith(HttpApp.currentPreResponseHandlers, (handler): Effect.Effect<Served> => {
-    if (!HttpServerResponse.isServerResponse(made)) {
-      Object.assign(made.headers, added)
-      if (Option.isNone(handler)) return Effect.succeed(made)
-    }
     const run = (response: HttpServerResponse.HttpServerResponse) =>
       Option.isNone(handler) ? Effect.succeed(response) : Effect.orDie(handler.value(request, response))
     if (HttpServerResponse.isServerResponse(made)) {
@@ -111,6 +107,8 @@ const finishAnswer = (
         annotations
       }))
     }
+    Object.assign(made.headers, added)
+    if (Option.isNone(handler)) return Effect.succeed(made)
     // A pre-response handler sees the answer as a response, whose status and headers it may change.
     return Effect.map(run(HttpServerResponse.empty({ status: made.status, headers: made.headers })), (finished) => ({
       ...made,
