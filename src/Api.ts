@@ -6,10 +6,12 @@ import { HttpApi, OpenApi } from "@effect/platform"
 import {
   idempotencyKeyInUse,
   idempotencyKeyReused,
+  payloadTooLarge,
   petNotFound,
   rateLimited,
   unauthorized,
-  unavailable
+  unavailable,
+  unsupportedMediaType
 } from "./Domain/Errors.js"
 import { IDEMPOTENCY_KEY_HEADER } from "./Domain/Idempotency.js"
 import { PetsApi, SUNSET } from "./Pets/Api.js"
@@ -55,11 +57,8 @@ const EXAMPLES: Record<string, Record<string, { readonly code: string; readonly 
         "characters, surrounding white space not counted"
     },
     409: idempotencyKeyInUse(),
-    413: { code: "payload_too_large", message: "The request body is over 65536 bytes." },
-    415: {
-      code: "unsupported_media_type",
-      message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
-    },
+    413: payloadTooLarge(),
+    415: unsupportedMediaType(),
     422: idempotencyKeyReused()
   },
   getPet: {

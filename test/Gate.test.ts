@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import { MAX_BODY_BYTES } from "../src/Domain/Errors.js"
 import * as Gate from "../src/Serving/Gate.js"
 import * as Refusals from "../src/Serving/Refusals.js"
 
@@ -34,7 +35,7 @@ describe("Gate.readBody", () => {
 
   it("refuses a body sent in chunks once it passes the limit, unread past it", async () => {
     const chunk = "x".repeat(16 * 1024)
-    const chunks = Array.from({ length: Refusals.MAX_BODY_BYTES / chunk.length + 2 }, () => chunk)
+    const chunks = Array.from({ length: MAX_BODY_BYTES / chunk.length + 2 }, () => chunk)
     expect(await Gate.readBody(post(chunks, { "transfer-encoding": "chunked" }))).toBe(Refusals.payloadTooLarge)
   })
 

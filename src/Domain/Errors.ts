@@ -62,6 +62,18 @@ export const rateLimited = (seconds: number) =>
     message: `This API key has used up its request quota; retry in ${seconds} second${seconds === 1 ? "" : "s"}.`
   })
 
+/** The largest request body the service reads. */
+export const MAX_BODY_BYTES = 64 * 1024
+
+export const payloadTooLarge = () =>
+  new PayloadTooLarge({ code: "payload_too_large", message: `The request body is over ${MAX_BODY_BYTES} bytes.` })
+
+export const unsupportedMediaType = () =>
+  new UnsupportedMediaType({
+    code: "unsupported_media_type",
+    message: "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
+  })
+
 export const unavailable = (message = "The service cannot reach its database; try again shortly.") =>
   new Unavailable({ code: "unavailable", message })
 

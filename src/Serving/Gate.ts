@@ -7,6 +7,7 @@
  * (a declared length past it is refused unread, a body of unknown length once the limit is passed, never read further),
  * and JSON that `JsonBody.jsonProblem` accepts.
  */
+import { MAX_BODY_BYTES } from "../Domain/Errors.js"
 import { isJsonMediaType, jsonProblem } from "./JsonBody.js"
 import * as Refusals from "./Refusals.js"
 import { targetStart } from "./Url.js"
@@ -32,7 +33,7 @@ export const bodyPlan = (takesBody: boolean, method: string, headers: Headers): 
   if (!takesBody) {
     return Number(length ?? 0) > 0 || headers.has("transfer-encoding") ? Refusals.bodyOnMethod(method) : "none"
   }
-  if (length !== null && Number(length) > Refusals.MAX_BODY_BYTES) return Refusals.payloadTooLarge
+  if (length !== null && Number(length) > MAX_BODY_BYTES) return Refusals.payloadTooLarge
   if (!isJsonMediaType(headers.get("content-type")) && Number(length ?? 0) > 0) return Refusals.unsupportedMediaType
   return "read"
 }
@@ -53,7 +54,7 @@ export const readBody = async (request: Request): Promise<Uint8Array | Refusals.
     let size = 0
     for await (const chunk of request.body) {
       size += chunk.byteLength
-      if (size > Refusals.MAX_BODY_BYTES) {
+      if (size > MAX_BODY_BYTES) {
         await request.body.cancel().catch(() => {})
         return Refusals.payloadTooLarge
       }

@@ -4,10 +4,15 @@
  * statuses, codes and texts, whichever path serves the request.
  */
 import type { ParseResult } from "effect"
-import { errorBody, type ErrorCode } from "../Domain/Errors.js"
+import * as Errors from "../Domain/Errors.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
 
-const refusal = (status: number, code: ErrorCode, message: string, headers?: Readonly<Record<string, string>>) => ({
+const refusal = (
+  status: number,
+  code: Errors.ErrorCode,
+  message: string,
+  headers?: Readonly<Record<string, string>>
+) => ({
   status,
   code,
   message,
@@ -18,9 +23,8 @@ export type Refusal = ReturnType<typeof refusal>
 
 /** The JSON body of a refusal: the interface's `Error` object. */
 export const refusalBody = (refused: Refusal): string =>
-  JSON.stringify(errorBody(refused.status, refused.code, refused.message))
+  JSON.stringify(Errors.errorBody(refused.status, refused.code, refused.message))
 
-export const MAX_BODY_BYTES = 64 * 1024
 /**
  * The longest request target (path and query) answered: RFC 9112 §3 asks for at least 8000 octets, and the longest
  * URL the API builds is under 100. Longer ones are 414 up to Bun's own limit of 16 KiB for the request line and the
@@ -40,12 +44,12 @@ export const headerTooLarge = refusal(
   `The request headers are over ${MAX_HEADER_BYTES} bytes.`
 )
 export const fragment = refusal(400, "bad_request", "A request target has no fragment (the part from '#').")
-export const payloadTooLarge = refusal(413, "payload_too_large", `The request body is over ${MAX_BODY_BYTES} bytes.`)
-export const unsupportedMediaType = refusal(
-  415,
-  "unsupported_media_type",
-  "The request body must be sent as application/json (UTF-8), and say so in its Content-Type."
-)
+/** A refusal that is one of the API's declared errors, with its code and text. */
+const declared = (status: number, { code, message }: { readonly code: string; readonly message: string }) =>
+  refusal(status, code as Errors.ErrorCode, message)
+
+export const payloadTooLarge = declared(413, Errors.payloadTooLarge())
+export const unsupportedMediaType = declared(415, Errors.unsupportedMediaType())
 export const bodyOnMethod = (method: string) =>
   refusal(400, "bad_request", `A ${method} request has no body; send it without one.`)
 export const unreadableBody = refusal(400, "bad_request", "The request could not be read.")
