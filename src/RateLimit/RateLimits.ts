@@ -14,7 +14,6 @@ import { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
 import { Config, Duration, Effect, Either, Layer, Option } from "effect"
 import { variable } from "../Config.js"
-import { SqliteDatabase } from "../Database/Sqlite.js"
 import { type RateLimited, rateLimited, type Unavailable } from "../Domain/Errors.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import { answerUnavailable } from "../Unavailable.js"
@@ -53,14 +52,11 @@ export const limitField = (remaining: number, seconds: number): string =>
   `"default";r=${Math.max(0, remaining)};t=${seconds}`
 
 /** The counters of the backend in use: PostgreSQL's shared ones for PostgreSQL, else the process's memory. */
-const storeFor = Effect.gen(function*() {
-  if (Option.isSome(yield* Effect.serviceOption(SqliteDatabase))) return RateLimiter.layerStoreMemory
-  const sql = yield* SqlClient.SqlClient
-  return sql.onDialectOrElse({
+const storeFor = Effect.map(SqlClient.SqlClient, (sql) =>
+  sql.onDialectOrElse({
     pg: () => Layer.succeed(RateLimiter.RateLimiterStore, makePostgresStore(sql)),
     orElse: () => RateLimiter.layerStoreMemory
-  })
-})
+  }))
 
 /** Whole seconds, rounded up: a client that waits this long finds the quota back. */
 const secondsUntil = (duration: Duration.Duration) => Math.max(0, Math.ceil(Duration.toMillis(duration) / 1000))
