@@ -9,13 +9,14 @@
  * later, a refused one does not; when the expiry has passed, the counter starts again from zero. (A refused request is
  * still counted, which only keeps the counter over the limit until the same expiry.)
  *
- * Counters whose window has ended are removed in the background (`pruneExpiredWindows`, run by `Pruning.ts`).
+ * Counters whose window has ended are removed in the background (`Pruning.ts`).
  */
 import { RateLimiter } from "@effect/experimental"
-import type { SqlClient, SqlError } from "@effect/sql"
+import type { SqlClient } from "@effect/sql"
 import { Duration, Effect } from "effect"
 
-const NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+/** The database server's clock, in milliseconds since the epoch. */
+export const NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 const storeError = (cause: unknown) =>
   new RateLimiter.RateLimitStoreError({ message: "The rate-limit counters cannot be read", cause })
@@ -45,20 +46,3 @@ export const makePostgresStore = (sql: SqlClient.SqlClient): RateLimiter.RateLim
   tokenBucket: () =>
     Effect.fail(new RateLimiter.RateLimitStoreError({ message: "The PostgreSQL store counts fixed windows only" }))
 })
-
-/**
- * Removes up to `batch` fixed-window counters whose window has ended, by the database's clock, and answers how many
- * went. Such a counter starts again from zero at its key's next request whether its row is there or not, so removing
- * it changes no answer; a counter being updated at that moment is skipped (its row is locked).
- */
-export const pruneExpiredWindows = (
-  sql: SqlClient.SqlClient,
-  batch: number
-): Effect.Effect<number, SqlError.SqlError> =>
-  sql.unsafe<{ readonly key: string }>(
-    `DELETE FROM rate_limits WHERE key IN (
-       SELECT key FROM rate_limits WHERE expires_at <= ${NOW_MS}
-       LIMIT $1 FOR UPDATE SKIP LOCKED)
-     RETURNING key`,
-    [batch]
-  ).pipe(Effect.map((rows) => rows.length))
