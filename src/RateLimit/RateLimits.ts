@@ -45,11 +45,10 @@ export const RateLimitConfig = variable("RATE_LIMIT", (text) =>
   )).pipe(Config.withDefault(Option.none<Policy>()))
 
 /** `RateLimit-Policy`'s value. */
-export const policyField = (policy: Policy): string => `"default";q=${policy.limit};w=${policy.windowSeconds}`
+const policyField = (policy: Policy): string => `"default";q=${policy.limit};w=${policy.windowSeconds}`
 
 /** `RateLimit`'s value: `remaining` requests left, all of the quota back in `seconds`. */
-export const limitField = (remaining: number, seconds: number): string =>
-  `"default";r=${Math.max(0, remaining)};t=${seconds}`
+const limitField = (remaining: number, seconds: number): string => `"default";r=${Math.max(0, remaining)};t=${seconds}`
 
 /** The counters of the backend in use: PostgreSQL's shared ones for PostgreSQL, else the process's memory. */
 const storeFor = Effect.map(SqlClient.SqlClient, (sql) =>
