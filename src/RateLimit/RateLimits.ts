@@ -44,9 +44,6 @@ export const RateLimitConfig = variable("RATE_LIMIT", (text) =>
     () => "must be off, or N/second, N/minute or N/hour with N a positive integer (e.g. 100/minute)"
   )).pipe(Config.withDefault(Option.none<Policy>()))
 
-/** `RateLimit-Policy`'s value. */
-const policyField = (policy: Policy): string => `"default";q=${policy.limit};w=${policy.windowSeconds}`
-
 /** `RateLimit`'s value: `remaining` requests left, all of the quota back in `seconds`. */
 const limitField = (remaining: number, seconds: number): string => `"default";r=${Math.max(0, remaining)};t=${seconds}`
 
@@ -74,7 +71,7 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimi
       algorithm: "fixed-window",
       onExceeded: "fail"
     } as const
-    const policyHeader = policyField(policy.value)
+    const policyHeader = `"default";q=${limit};w=${windowSeconds}`
     return {
       /** Counts one request of this API key: 429 past the quota, 503 when the shared counters cannot be reached. */
       consume: (keyId: string) =>
