@@ -84,21 +84,13 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
     })
     yield* Effect.addFinalizer(() => writeLastUsed.pipe(Effect.timeoutOption("1 second")))
     const scope = yield* Effect.scope
-    let writeScheduled = false
-    const writeLater = Effect.delay(
-      Effect.suspend(() => {
-        writeScheduled = false
-        return writeLastUsed
-      }),
-      LAST_USED_WRITE_INTERVAL
-    )
-    /** Notes a use; the first noted after a write starts the next one, in the background. */
+    const writeLater = Effect.forkIn(Effect.delay(writeLastUsed, LAST_USED_WRITE_INTERVAL), scope)
+    /** Notes a use; the first noted since the last write starts the next one, in the background. */
     const noteUse = (id: ApiKeyId, at: number) =>
       Effect.suspend(() => {
+        const first = unwritten.size === 0
         if (!unwritten.has(id)) unwritten.set(id, new Date(at).toISOString())
-        if (writeScheduled) return Effect.void
-        writeScheduled = true
-        return Effect.asVoid(Effect.forkIn(writeLater, scope))
+        return first ? Effect.asVoid(writeLater) : Effect.void
       })
 
     const create = (name: string) =>

@@ -32,7 +32,4 @@ export interface ApiKeyRecord extends ApiKeyInfo {
 }
 
 /** The key a request authenticated with, as the handlers see it. */
-export interface AuthenticatedKey {
-  readonly id: ApiKeyId
-  readonly name: string
-}
+export type AuthenticatedKey = Pick<ApiKeyInfo, "id" | "name">

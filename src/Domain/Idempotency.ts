@@ -35,7 +35,7 @@ const SF_STRING_ITEM = new RegExp(`^ *(${SF_STRING})${PARAMETERS} *$`)
 const PLAIN_QUOTED_KEY = /^"([\x21\x23-\x5b\x5d-\x7e]{1,255})"$/
 
 /** The key a header value names, if it names one. */
-export const idempotencyKeyOf = (text: string): string | undefined => {
+const idempotencyKeyOf = (text: string): string | undefined => {
   const plain = PLAIN_QUOTED_KEY.exec(text)
   if (plain !== null) return plain[1]
   const value = text.trim()

@@ -9,13 +9,14 @@
  * later, a refused one does not; when the expiry has passed, the counter starts again from zero. (A refused request is
  * still counted, which only keeps the counter over the limit until the same expiry.)
  *
- * Counters whose window has ended are removed in the background (`pruneExpiredWindows`, run by `Pruning.ts`).
+ * Counters whose window has ended are removed in the background (`Pruning.ts`).
  */
 import { RateLimiter } from "@effect/experimental"
-import type { SqlClient, SqlError } from "@effect/sql"
+import type { SqlClient } from "@effect/sql"
 import { Duration, Effect } from "effect"
 
-const NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+/** The database server's clock, in milliseconds since the epoch. */
+export const NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 const storeError = (cause: unknown) =>
   new RateLimiter.RateLimitStoreError({ message: "The rate-limit counters cannot be read", cause })
@@ -41,57 +42,7 @@ export const makePostgresStore = (sql: SqlClient.SqlClient): RateLimiter.RateLim
       Effect.map((rows) => [Number(rows[0].count), Math.max(0, Number(rows[0].ttl))] as const)
     )
   },
-  /**
-   * The token bucket: `count` holds the tokens left, `expires_at` the time of the last refill. Tokens come back one per
-   * `refillRate`, up to `limit`; a take that would go below zero is not stored unless `allowOverflow`. The row is read
-   * and written under its row lock, in one transaction.
-   */
-  tokenBucket: ({ allowOverflow, key, limit, refillRate, tokens }) => {
-    const rate = Math.max(1, Math.round(Duration.toMillis(refillRate)))
-    const id = `bucket:${key}`
-    return Effect.gen(function*() {
-      const [clock] = yield* sql.unsafe<{ readonly now: string | number }>(`SELECT ${NOW_MS} AS now`)
-      const now = Number(clock.now)
-      yield* sql.unsafe(
-        `INSERT INTO rate_limits (key, count, expires_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING`,
-        [id, limit, now]
-      )
-      const [row] = yield* sql.unsafe<{ readonly count: string | number; readonly expires_at: string | number }>(
-        `SELECT count, expires_at FROM rate_limits WHERE key = $1 FOR UPDATE`,
-        [id]
-      )
-      let available = Number(row.count)
-      let refilledAt = Number(row.expires_at)
-      const refills = Math.floor((now - refilledAt) / rate)
-      if (refills > 0) {
-        available = Math.min(limit, available + refills)
-        refilledAt += refills * rate
-      }
-      const left = available - tokens
-      yield* sql.unsafe(`UPDATE rate_limits SET count = $2, expires_at = $3 WHERE key = $1`, [
-        id,
-        allowOverflow || left >= 0 ? left : available,
-        refilledAt
-      ])
-      return left
-    }).pipe(sql.withTransaction, Effect.mapError(storeError))
-  }
+  // `RATE_LIMIT` counts fixed windows; no part of the service asks for a token bucket.
+  tokenBucket: () =>
+    Effect.fail(new RateLimiter.RateLimitStoreError({ message: "The PostgreSQL store counts fixed windows only" }))
 })
-
-/**
- * Removes up to `batch` fixed-window counters whose window has ended, by the database's clock, and answers how many
- * went. Such a counter starts again from zero at its key's next request whether its row is there or not, so removing
- * it changes no answer; a counter being updated at that moment is skipped (its row is locked), and a token bucket
- * (`bucket:` keys) is kept, since one removed would come back full.
- */
-export const pruneExpiredWindows = (
-  sql: SqlClient.SqlClient,
-  batch: number
-): Effect.Effect<number, SqlError.SqlError> =>
-  sql.unsafe<{ readonly key: string }>(
-    `DELETE FROM rate_limits WHERE key IN (
-       SELECT key FROM rate_limits WHERE key LIKE 'fixed:%' AND expires_at <= ${NOW_MS}
-       LIMIT $1 FOR UPDATE SKIP LOCKED)
-     RETURNING key`,
-    [batch]
-  ).pipe(Effect.map((rows) => rows.length))

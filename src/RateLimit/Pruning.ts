@@ -7,15 +7,25 @@
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Layer } from "effect"
 import { everyInterval, inBatches } from "../Database/Pruning.js"
-import { pruneExpiredWindows } from "./PostgresStore.js"
+import { NOW_MS } from "./PostgresStore.js"
 
 /** How often ended windows are looked for. */
 export const PRUNE_INTERVAL = Duration.minutes(1)
 
-/** Removes every counter whose window has ended, a batch at a time; answers how many went. */
+/**
+ * Removes every counter whose window has ended, by the database's clock, a batch at a time; answers how many went. Such
+ * a counter starts again from zero at its key's next request whether its row is there or not, so removing it changes
+ * no answer; a counter being updated at that moment is skipped (its row is locked).
+ */
 export const pruneRateLimits = (sql: SqlClient.SqlClient) =>
   inBatches(
-    (batch) => Effect.map(pruneExpiredWindows(sql, batch), (released) => ({ released, more: released === batch })),
+    (batch) =>
+      sql.unsafe<{ readonly key: string }>(
+        `DELETE FROM rate_limits WHERE key IN (
+           SELECT key FROM rate_limits WHERE expires_at <= ${NOW_MS} LIMIT $1 FOR UPDATE SKIP LOCKED)
+         RETURNING key`,
+        [batch]
+      ).pipe(Effect.map((rows) => ({ released: rows.length, more: rows.length === batch }))),
     "ended rate-limit windows"
   ).pipe(Effect.withSpan("RateLimits.prune"))
 

@@ -14,7 +14,6 @@ import { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
 import { Config, Duration, Effect, Either, Layer, Option } from "effect"
 import { variable } from "../Config.js"
-import { SqliteDatabase } from "../Database/Sqlite.js"
 import { type RateLimited, rateLimited, type Unavailable } from "../Domain/Errors.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import { answerUnavailable } from "../Unavailable.js"
@@ -45,22 +44,15 @@ export const RateLimitConfig = variable("RATE_LIMIT", (text) =>
     () => "must be off, or N/second, N/minute or N/hour with N a positive integer (e.g. 100/minute)"
   )).pipe(Config.withDefault(Option.none<Policy>()))
 
-/** `RateLimit-Policy`'s value. */
-export const policyField = (policy: Policy): string => `"default";q=${policy.limit};w=${policy.windowSeconds}`
-
 /** `RateLimit`'s value: `remaining` requests left, all of the quota back in `seconds`. */
-export const limitField = (remaining: number, seconds: number): string =>
-  `"default";r=${Math.max(0, remaining)};t=${seconds}`
+const limitField = (remaining: number, seconds: number): string => `"default";r=${Math.max(0, remaining)};t=${seconds}`
 
 /** The counters of the backend in use: PostgreSQL's shared ones for PostgreSQL, else the process's memory. */
-const storeFor = Effect.gen(function*() {
-  if (Option.isSome(yield* Effect.serviceOption(SqliteDatabase))) return RateLimiter.layerStoreMemory
-  const sql = yield* SqlClient.SqlClient
-  return sql.onDialectOrElse({
+const storeFor = Effect.map(SqlClient.SqlClient, (sql) =>
+  sql.onDialectOrElse({
     pg: () => Layer.succeed(RateLimiter.RateLimiterStore, makePostgresStore(sql)),
     orElse: () => RateLimiter.layerStoreMemory
-  })
-})
+  }))
 
 /** Whole seconds, rounded up: a client that waits this long finds the quota back. */
 const secondsUntil = (duration: Duration.Duration) => Math.max(0, Math.ceil(Duration.toMillis(duration) / 1000))
@@ -79,7 +71,7 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimi
       algorithm: "fixed-window",
       onExceeded: "fail"
     } as const
-    const policyHeader = policyField(policy.value)
+    const policyHeader = `"default";q=${limit};w=${windowSeconds}`
     return {
       /** Counts one request of this API key: 429 past the quota, 503 when the shared counters cannot be reached. */
       consume: (keyId: string) =>
