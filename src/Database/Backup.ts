@@ -16,10 +16,9 @@ import { Database } from "bun:sqlite"
 import { Clock, Effect, Option, Redacted, Schema } from "effect"
 import { resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
-import { cannotWrite, codeOf, exists, reasonOf, writeWhole } from "./DurableFile.js"
+import { cannotWrite, codeOf, exists, isBusy, reasonOf, writeWhole } from "./DurableFile.js"
 import { describeDatabase, isPostgresUrl } from "./Sql.js"
 import { IN_MEMORY, sqliteFile } from "./SqliteFile.js"
-import { isBusy } from "./SqliteWriter.js"
 
 /** `backup` or `restore` asked of a PostgreSQL database, which has tools of its own. Exit code 2. */
 export class NotForPostgres extends Schema.TaggedError<NotForPostgres>()("NotForPostgres", {
