@@ -36,7 +36,7 @@ export const describeDatabase = (url: Redacted.Redacted<string>): string => {
   return isPostgresUrl(value) ? `postgresql://${Postgres.serverOf(value)}` : value
 }
 
-export type DatabaseError =
+type DatabaseError =
   | Postgres.DatabaseUnavailable
   | DatabaseFileError
   | Migrator.MigrationError
