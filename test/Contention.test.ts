@@ -5,18 +5,20 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
-import { Duration, Effect, Redacted } from "effect"
+import { ConfigProvider, Effect, Layer, Redacted } from "effect"
 import * as Sql from "../src/Database/Sql.js"
 import { tempDatabaseFile } from "./support/files.js"
 import { authorized, testServerOn } from "./support/http.js"
 
-const timeouts = { connect: Duration.seconds(5), query: Duration.millis(300), startup: Duration.seconds(5) }
+const queryTimeout = ConfigProvider.fromJson({ DB_QUERY_TIMEOUT: "300 millis" })
 
 describe("under another connection's write lock", () => {
   it.scopedLive("a create answers 503 with Retry-After after DB_QUERY_TIMEOUT, a read 200; a create succeeds once free", () =>
     Effect.gen(function*() {
       const file = yield* tempDatabaseFile
-      const server = yield* testServerOn(Sql.layer(Redacted.make(file), timeouts))
+      const server = yield* testServerOn(
+        Sql.layer(Redacted.make(file)).pipe(Layer.provide(Layer.setConfigProvider(queryTimeout)))
+      )
       const other = new Database(file)
       yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
       const body = JSON.stringify({ name: "Rex", categoryId: 1 })

@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Logger, Redacted } from "effect"
+import { ConfigProvider, Effect, Layer, Logger, Redacted } from "effect"
 import { createServer } from "node:net"
 import { migrations } from "../src/Database/Migrations.js"
 import * as Sql from "../src/Database/Sql.js"
@@ -33,11 +33,13 @@ const closedPort = Effect.async<number>((resume) => {
 const withLogsIn = (lines: Array<string>) =>
   Effect.provide(Logger.replace(Logger.defaultLogger, Logger.map(Logger.logfmtLogger, (line) => lines.push(line))))
 
-const fast: Sql.PostgresTimeouts = {
-  connect: Duration.seconds(1),
-  query: Duration.seconds(1),
-  startup: Duration.seconds(5)
-}
+/** The database layer with short PostgreSQL timeouts, as the environment sets them (`DB_*_TIMEOUT`). */
+const withTimeouts = (url: Redacted.Redacted<string>, startup = "5 seconds") =>
+  Sql.layer(url).pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromJson({
+    DB_CONNECT_TIMEOUT: "1 second",
+    DB_QUERY_TIMEOUT: "1 second",
+    DB_STARTUP_TIMEOUT: startup
+  }))))
 
 describe("the backend DATABASE_URL selects", () => {
   it.scoped("a file path is SQLite", () =>
@@ -61,10 +63,7 @@ describe("start-up with PostgreSQL unreachable", () => {
       const logged: Array<string> = []
       const started = Date.now()
       const error = yield* Layer.build(
-        Sql.layer(Redacted.make(`postgres://petstore:${password}@127.0.0.1:${port}/catalogue`), {
-          ...fast,
-          startup: Duration.seconds(2)
-        })
+        withTimeouts(Redacted.make(`postgres://petstore:${password}@127.0.0.1:${port}/catalogue`), "2 seconds")
       ).pipe(Effect.flip, withLogsIn(logged))
       const elapsed = Date.now() - started
       expect(error._tag).toBe("DatabaseUnavailable")
@@ -113,7 +112,7 @@ describePostgres((postgres, url) => {
       const fresh = new URL(Redacted.value(yield* postgres.freshDatabase))
       const proxy = yield* makeProxy({ host: target.hostname, port: Number(target.port || 5432) })
       fresh.host = `127.0.0.1:${proxy.port}`
-      const server = yield* testServerOn(Sql.layer(Redacted.make(fresh.href), fast))
+      const server = yield* testServerOn(withTimeouts(Redacted.make(fresh.href)))
       const get = (path: string) => Effect.promise(() => server.fetch(path, authorized(server.key)))
       const post = (body: unknown) =>
         Effect.promise(() =>

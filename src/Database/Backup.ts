@@ -16,10 +16,9 @@ import { Database } from "bun:sqlite"
 import { Clock, Effect, Option, Redacted, Schema } from "effect"
 import { resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
-import { cannotWrite, codeOf, exists, reasonOf, writeWhole } from "./DurableFile.js"
+import { cannotWrite, exists, isBusy, reasonOf, writeWhole } from "./DurableFile.js"
 import { describeDatabase, isPostgresUrl } from "./Sql.js"
 import { IN_MEMORY, sqliteFile } from "./SqliteFile.js"
-import { isBusy } from "./SqliteWriter.js"
 
 /** `backup` or `restore` asked of a PostgreSQL database, which has tools of its own. Exit code 2. */
 export class NotForPostgres extends Schema.TaggedError<NotForPostgres>()("NotForPostgres", {
@@ -208,8 +207,8 @@ export const restore = (options: { readonly database: Redacted.Redacted<string>;
     const present = yield* exists(path)
     if (present) yield* refuseWhileOpen(path)
     const removeOld = (file: string) =>
-      fs.remove(file).pipe(Effect.catchAll((error) =>
-        codeOf(error) === "ENOENT" ? Effect.void : new CommandFailed({
+      fs.remove(file, { force: true }).pipe(Effect.mapError((error) =>
+        new CommandFailed({
           message: `cannot remove ${file}, which belongs to the old database: ${reasonOf(error)}.`
         })
       ))

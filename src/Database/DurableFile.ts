@@ -24,6 +24,9 @@ export const findInCauses = <A>(pick: (error: Failure) => A | undefined) => (fai
 /** The `code` of an error somewhere in a failure's chain of causes (`ENOSPC`, `SQLITE_FULL`). */
 export const codeOf = findInCauses(({ code }) => typeof code === "string" ? code : undefined)
 
+/** SQLite's `SQLITE_BUSY` or one of its extended codes: another connection holds the lock. */
+export const isBusy = (failure: unknown): boolean => codeOf(failure)?.startsWith("SQLITE_BUSY") === true
+
 const REASONS: Record<string, string> = {
   ENOSPC: "no space left on the device",
   EDQUOT: "the disk quota is exhausted",

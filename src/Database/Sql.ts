@@ -36,7 +36,7 @@ export const describeDatabase = (url: Redacted.Redacted<string>): string => {
   return isPostgresUrl(value) ? `postgresql://${Postgres.serverOf(value)}` : value
 }
 
-export type DatabaseError =
+type DatabaseError =
   | Postgres.DatabaseUnavailable
   | DatabaseFileError
   | Migrator.MigrationError
@@ -44,23 +44,14 @@ export type DatabaseError =
   | ConfigError.ConfigError
 
 /**
- * The migrated SQL client for a database URL. The timeouts are the given ones, else those of the environment that the
- * backend uses (`DB_CONNECT_TIMEOUT`, `DB_QUERY_TIMEOUT`, `DB_STARTUP_TIMEOUT`; SQLite reads `DB_QUERY_TIMEOUT` alone).
+ * The migrated SQL client for a database URL, with the timeouts of the environment that the backend uses
+ * (`DB_CONNECT_TIMEOUT`, `DB_QUERY_TIMEOUT`, `DB_STARTUP_TIMEOUT`; SQLite reads `DB_QUERY_TIMEOUT` alone).
  */
-export const layer = (
-  url: Redacted.Redacted<string>,
-  timeouts?: PostgresTimeouts
-): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
+export const layer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
   const value = Redacted.value(url)
   return isPostgresUrl(value)
-    ? Layer.unwrapEffect(Effect.map(
-      timeouts ? Effect.succeed(timeouts) : PostgresTimeoutsConfig,
-      (given) => Postgres.layer(url, given)
-    ))
-    : Layer.unwrapEffect(Effect.map(
-      timeouts ? Effect.succeed(timeouts.query) : QueryTimeoutConfig,
-      (query) => Sqlite.layer(value, query)
-    ))
+    ? Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, (timeouts) => Postgres.layer(url, timeouts)))
+    : Layer.unwrapEffect(Effect.map(QueryTimeoutConfig, (query) => Sqlite.layer(value, query)))
 }
 
 /** A fresh in-memory database, for tests. */

@@ -11,7 +11,7 @@ import { Database } from "bun:sqlite"
 import { Context, type Duration, Effect, Either, Layer } from "effect"
 import { MigrationsLive } from "./Migrations.js"
 import { explainingOpenFailures, IN_MEMORY, sqliteFile } from "./SqliteFile.js"
-import * as SqliteWriter from "./SqliteWriter.js"
+import { makeWriter, SqliteWriter } from "./SqliteWriter.js"
 
 /** The statements' reading connection to the SQLite file; absent for PostgreSQL and for `:memory:`. */
 export class SqliteDatabase extends Context.Tag("Sql/SqliteDatabase")<SqliteDatabase, Database>() {}
@@ -28,25 +28,31 @@ const client = (filename: string) =>
     ))).pipe(Layer.provideMerge(SqliteClient.layer({ filename }).pipe(Layer.orDie)))
 
 /**
- * The reading connection waits little: in WAL a reader waits only in rare moments (another connection recovering the
- * WAL after a crash), and a wait here holds the event loop.
+ * The reading connection and the writer's, closed with the layer. The reader waits little: in WAL a reader waits only
+ * in rare moments (another connection recovering the WAL after a crash), and a wait here holds the event loop.
  */
-const reader = (filename: string) =>
-  Layer.scoped(
-    SqliteDatabase,
-    Effect.acquireRelease(
-      Effect.try({
-        try: () => {
-          const db = new Database(filename, { readwrite: true, create: true })
-          db.run("PRAGMA busy_timeout = 250")
-          db.run("PRAGMA query_only = ON")
-          return db
-        },
-        catch: (cause) => new SqlError.SqlError({ cause, message: `Failed to open ${filename}` })
-      }),
-      (db) => Effect.sync(() => db.close())
+const connections = (filename: string, queryTimeout: Duration.Duration) =>
+  Layer.scopedContext(Effect.gen(function*() {
+    const open = <A>(connect: () => A, close: (connection: A) => void) =>
+      Effect.acquireRelease(
+        Effect.try({
+          try: connect,
+          catch: (cause) => new SqlError.SqlError({ cause, message: `Failed to open ${filename}` })
+        }),
+        (connection) => Effect.sync(() => close(connection))
+      )
+    const reader = yield* open(() => {
+      const db = new Database(filename, { readwrite: true, create: true })
+      db.run("PRAGMA busy_timeout = 250")
+      db.run("PRAGMA query_only = ON")
+      return db
+    }, (db) => db.close())
+    const writer = yield* open(
+      () => makeWriter(new Database(filename, { readwrite: true, create: false }), queryTimeout),
+      (writer) => writer.close()
     )
-  )
+    return Context.make(SqliteDatabase, reader).pipe(Context.add(SqliteWriter, writer))
+  }))
 
 /**
  * The migrated client on the database `url` names, then, for a file (which has its tables and WAL by then), the reader
@@ -59,9 +65,7 @@ export const layer = (url: string, queryTimeout: Duration.Duration) =>
       const migrated = MigrationsLive.pipe(Layer.provideMerge(client(filename)))
       const opened = filename === IN_MEMORY
         ? migrated
-        : Layer.mergeAll(reader(filename), SqliteWriter.layer(filename, queryTimeout)).pipe(
-          Layer.provideMerge(migrated)
-        )
+        : connections(filename, queryTimeout).pipe(Layer.provideMerge(migrated))
       return opened.pipe(explainingOpenFailures(filename))
     }
   })

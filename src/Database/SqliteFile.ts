@@ -97,7 +97,7 @@ const creationRefused = (directory: string): string | undefined => {
 const WRITABLE_DISK = "Set DATABASE_URL to a file on a writable disk, for example /data/petstore.db or ./petstore.db."
 
 /** Why the file cannot be opened and what to do, from what the file system says about it; SQLite's words otherwise. */
-export const diagnose = (path: string, reason: string): string => {
+const diagnose = (path: string, reason: string): string => {
   const file = resolve(path)
   const directory = dirname(file)
   const directoryStats = orCode(() => statSync(directory))

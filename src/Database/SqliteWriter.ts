@@ -10,8 +10,9 @@
  * (or its sync) that fails fails all of its units.
  */
 import { SqlError } from "@effect/sql"
-import { Database } from "bun:sqlite"
-import { Context, Duration, Effect, Exit, Layer } from "effect"
+import type { Database } from "bun:sqlite"
+import { Context, Duration, Effect, Exit } from "effect"
+import { isBusy } from "./DurableFile.js"
 import { makeWalSync } from "./SqliteWalSync.js"
 
 export interface Writer {
@@ -45,11 +46,6 @@ interface Pending {
   readonly deadline: number
   readonly resume: (effect: Effect.Effect<unknown, SqlError.SqlError>) => void
   cancelled: boolean
-}
-
-export const isBusy = (cause: unknown): boolean => {
-  const code = (cause as { code?: unknown } | null)?.code
-  return typeof code === "string" && (code === "SQLITE_BUSY" || code.startsWith("SQLITE_BUSY_"))
 }
 
 const failedWith = (message: string) => (cause: unknown) => new SqlError.SqlError({ cause, message })
@@ -208,16 +204,3 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
 
   return { database, write, tryLock, close }
 }
-
-/** The writer on its own connection to `filename`, closed with the layer. */
-export const layer = (filename: string, timeout: Duration.Duration): Layer.Layer<SqliteWriter, SqlError.SqlError> =>
-  Layer.scoped(
-    SqliteWriter,
-    Effect.acquireRelease(
-      Effect.try({
-        try: () => makeWriter(new Database(filename, { readwrite: true, create: false }), timeout),
-        catch: failedWith(`Failed to open ${filename}`)
-      }),
-      (writer) => Effect.sync(writer.close)
-    )
-  )
