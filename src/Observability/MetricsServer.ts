@@ -6,8 +6,6 @@
 import { Effect, Layer, Metric, type MetricLabel, MetricState, Option } from "effect"
 import { refreshProcessMetrics } from "./Metrics.js"
 
-const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
 /** Prometheus names and label names: `[a-zA-Z_:][a-zA-Z0-9_:]*` (labels without `:`). */
 const metricName = (name: string) => name.replace(/[^a-zA-Z0-9_:]/g, "_").replace(/^([0-9])/, "_$1")
 const labelName = (name: string) => name.replace(/[^a-zA-Z0-9_]/g, "_").replace(/^([0-9])/, "_$1")
@@ -69,12 +67,8 @@ const answer = (request: Request): Response => {
     return new Response("Method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } })
   }
   refreshProcessMetrics()
-  const text = render()
-  if (request.method === "GET") return new Response(text, { headers: { "content-type": CONTENT_TYPE } })
-  // A HEAD: the GET's headers, its length among them, without the body (RFC 9110 §9.3.2).
-  return new Response(null, {
-    headers: { "content-type": CONTENT_TYPE, "content-length": `${Buffer.byteLength(text)}` }
-  })
+  // Bun answers a HEAD with the GET's headers, its length among them, and no body (RFC 9110 §9.3.2).
+  return new Response(render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } })
 }
 
 /** Serves the metrics for the life of the layer; it closes after the layers that depend on it (the API's drain). */
