@@ -108,7 +108,7 @@ const keyValues = (out: Output, field: number, attributes: ReadonlyArray<KeyValu
 
 type Attributes = ReadonlyArray<KeyValue>
 
-/** A span as the library's tracer hands it over (its OTLP/JSON shape). */
+/** A span as the library's tracer hands it over (its OTLP/JSON shape), less its dropped counts: always 0, not written. */
 interface Span {
   readonly traceId: string
   readonly spanId: string
@@ -122,9 +122,6 @@ interface Span {
     { readonly timeUnixNano: string; readonly name: string; readonly attributes: Attributes }
   >
   readonly links: ReadonlyArray<{ readonly traceId: string; readonly spanId: string; readonly attributes: Attributes }>
-  readonly droppedAttributesCount: number
-  readonly droppedEventsCount: number
-  readonly droppedLinksCount: number
   readonly status: { readonly code: number; readonly message?: string }
 }
 
@@ -146,7 +143,6 @@ const span = (out: Output, span: Span): void => {
   out.fixed64(7, span.startTimeUnixNano)
   out.fixed64(8, span.endTimeUnixNano)
   keyValues(out, 9, span.attributes)
-  out.uint(10, span.droppedAttributesCount)
   for (const event of span.events) {
     out.message(11, () => {
       out.fixed64(1, event.timeUnixNano)
@@ -154,7 +150,6 @@ const span = (out: Output, span: Span): void => {
       keyValues(out, 3, event.attributes)
     })
   }
-  out.uint(12, span.droppedEventsCount)
   for (const link of span.links) {
     out.message(13, () => {
       out.string(1, link.traceId, "hex")
@@ -162,7 +157,6 @@ const span = (out: Output, span: Span): void => {
       keyValues(out, 4, link.attributes)
     })
   }
-  out.uint(14, span.droppedLinksCount)
   out.message(15, () => {
     if (span.status.message !== undefined) out.string(2, span.status.message)
     out.uint(3, span.status.code, true)
@@ -174,10 +168,7 @@ export const encodeTraces = (data: TracesData): Uint8Array => {
   const out = new Output()
   for (const resourceSpans of data.resourceSpans) {
     out.message(1, () => {
-      out.message(1, () => {
-        keyValues(out, 1, resourceSpans.resource.attributes)
-        out.uint(2, resourceSpans.resource.droppedAttributesCount)
-      })
+      out.message(1, () => keyValues(out, 1, resourceSpans.resource.attributes))
       for (const scopeSpans of resourceSpans.scopeSpans) {
         out.message(2, () => {
           out.message(1, () => out.string(1, scopeSpans.scope.name))
