@@ -49,7 +49,7 @@ class Observation implements RequestObservation {
 const UNSAMPLED: RequestObservation = new Observation(NOT_SAMPLED, undefined, 0, true)
 
 /** The hooks with a tracer, or metrics, or both (without either there is no service). */
-export const makeHooks = (tracer: SamplingTracer | undefined, metrics: boolean): ObservabilityHooks => {
+const makeHooks = (tracer: SamplingTracer | undefined, metrics: boolean): ObservabilityHooks => {
   const observeRequest: ObservabilityHooks["observeRequest"] = (request) => {
     const parent = tracer === undefined ? Option.none() : remoteParent(request.headers)
     const traceId = tracer?.sample(parent)
@@ -73,17 +73,14 @@ export const makeHooks = (tracer: SamplingTracer | undefined, metrics: boolean):
 
   /** The statement timed, in the one step `Effect.try` takes. */
   const timed: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
-    Effect.try({
-      try: () => {
-        const started = performance.now()
-        try {
-          return run()
-        } finally {
-          Metrics.recordStatement(statement, started)
-        }
-      },
-      catch: onError
-    })
+    unobserved.runStatement(statement, () => {
+      const started = performance.now()
+      try {
+        return run()
+      } finally {
+        Metrics.recordStatement(statement, started)
+      }
+    }, onError)
   /** Without tracing, or outside a sampled trace. */
   const untraced = metrics ? timed : unobserved.runStatement
 
