@@ -27,7 +27,7 @@ class Observation implements RequestObservation {
     private ended = false
   ) {}
 
-  end(status: number, keyId: string | undefined, errorType?: string): void {
+  end(status: number, keyId: string | undefined): void {
     if (this.ended) return
     this.ended = true
     if (this.record !== undefined) {
@@ -38,10 +38,10 @@ class Observation implements RequestObservation {
     if (span === undefined || !span.sampled) return
     span.attribute("http.response.status_code", status)
     if (keyId !== undefined) span.attribute("petstore.api_key.id", keyId)
-    // A 5xx is the server's failure (status Error); a 4xx is the client's: the span ends as a success.
+    // A 5xx is the server's failure (status Error, its code the `error.type`); a 4xx is the client's: a success.
     if (status < 500) return span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
-    span.attribute("error.type", errorType ?? String(status))
-    span.end(clock.unsafeCurrentTimeNanos(), Exit.fail(errorType ?? String(status)))
+    span.attribute("error.type", String(status))
+    span.end(clock.unsafeCurrentTimeNanos(), Exit.fail(String(status)))
   }
 }
 
