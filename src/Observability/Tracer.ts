@@ -18,12 +18,12 @@ type Sampler = (randomness: number, remoteParent: Option.Option<Tracer.ExternalS
 export const makeSampler = ({ ratio, sampler }: Sampling): Sampler => {
   // `traceidratio`: the id's randomness against the ratio, so every process sampling at that ratio decides alike.
   const bound = ratio * 2 ** 56
-  const root = sampler.endsWith("always_on")
+  const root: (randomness: number) => boolean = sampler.endsWith("always_on")
     ? () => true
     : sampler.endsWith("always_off")
     ? () => false
-    : (randomness: number) => randomness < bound
-  if (!sampler.startsWith("parentbased_")) return (randomness) => root(randomness)
+    : (randomness) => randomness < bound
+  if (!sampler.startsWith("parentbased_")) return root
   return (randomness, remoteParent) => Option.isSome(remoteParent) ? remoteParent.value.sampled : root(randomness)
 }
 
