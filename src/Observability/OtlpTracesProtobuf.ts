@@ -54,9 +54,8 @@ class Output {
     this.at = this.buffer.writeBigUInt64LE(BigInt(decimal), this.at)
   }
 
-  /** A varint field; a zero is left out (the default) unless it is a value that must be there. */
-  uint(field: number, value: number | undefined, always = false): void {
-    if (value === undefined || (value === 0 && !always)) return
+  /** A varint field, written even when it is 0 (as the library writes these). */
+  uint(field: number, value: number): void {
     this.tag(field, 0)
     this.varint(value)
   }
@@ -85,8 +84,8 @@ class Output {
 
 const anyValue = (out: Output, value: AnyValue): void => {
   if (value.stringValue != null) out.string(1, value.stringValue)
-  else if (value.boolValue != null) out.uint(2, value.boolValue ? 1 : 0, true)
-  else if (value.intValue != null) out.uint(3, value.intValue, true)
+  else if (value.boolValue != null) out.uint(2, value.boolValue ? 1 : 0)
+  else if (value.intValue != null) out.uint(3, value.intValue)
   else if (value.doubleValue != null) {
     out.tag(4, 1)
     out.room(8)
@@ -139,7 +138,7 @@ const span = (out: Output, span: Span): void => {
   out.string(2, span.spanId, "hex")
   if (span.parentSpanId !== undefined) out.string(4, span.parentSpanId, "hex")
   out.string(5, span.name)
-  out.uint(6, span.kind, true)
+  out.uint(6, span.kind)
   out.fixed64(7, span.startTimeUnixNano)
   out.fixed64(8, span.endTimeUnixNano)
   keyValues(out, 9, span.attributes)
@@ -159,7 +158,7 @@ const span = (out: Output, span: Span): void => {
   }
   out.message(15, () => {
     if (span.status.message !== undefined) out.string(2, span.status.message)
-    out.uint(3, span.status.code, true)
+    out.uint(3, span.status.code)
   })
 }
 
