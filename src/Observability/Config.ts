@@ -98,7 +98,6 @@ const OtlpConfig = Config.all({
   })
 }))
 export type OtlpOptions = Option.Option.Value<Config.Config.Success<typeof OtlpConfig>>
-export type Sampling = OtlpOptions["sampling"]
 
 /** `host:port` (`[::1]:9464` for IPv6): where `GET /metrics` is served. */
 export const MetricsAddress = Config.string("METRICS_ADDRESS").pipe(

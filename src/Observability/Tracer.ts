@@ -6,7 +6,7 @@
 import { Headers, HttpTraceContext } from "@effect/platform"
 import type { Clock } from "effect"
 import { Context, Effect, FiberRef, FiberRefs, HashMap, HashSet, Layer, Logger, Option, Tracer } from "effect"
-import type { Sampling } from "./Config.js"
+import type { OtlpOptions } from "./Config.js"
 
 /** A trace id's randomness as `TraceIdRatioBased` reads it: its lowest 56 bits (bytes 9 to 15). */
 export const randomnessOf = (traceId: string): number =>
@@ -15,7 +15,7 @@ export const randomnessOf = (traceId: string): number =>
 /** Whether a new trace, or a span whose parent is in another process, is recorded. */
 type Sampler = (randomness: number, remoteParent: Option.Option<Tracer.ExternalSpan>) => boolean
 
-export const makeSampler = ({ ratio, sampler }: Sampling): Sampler => {
+export const makeSampler = ({ ratio, sampler }: OtlpOptions["sampling"]): Sampler => {
   // `traceidratio`: the id's randomness against the ratio, so every process sampling at that ratio decides alike.
   const bound = ratio * 2 ** 56
   const root: (randomness: number) => boolean = sampler.endsWith("always_on")
