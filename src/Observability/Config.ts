@@ -51,16 +51,6 @@ const wholeNumber = (name: string, least: 0 | 1, fallback: number) =>
     Config.withDefault(fallback)
   )
 
-const SamplingConfig = Config.all({
-  sampler: Config.literal(...SAMPLERS)("OTEL_TRACES_SAMPLER").pipe(Config.withDefault("parentbased_always_on")),
-  /** The ratio of the `traceidratio` samplers. */
-  ratio: Config.number("OTEL_TRACES_SAMPLER_ARG").pipe(
-    Config.validate({ message: "Expected a ratio from 0 to 1, such as 0.1", validation: (n) => n >= 0 && n <= 1 }),
-    Config.withDefault(1)
-  )
-})
-export type Sampling = Config.Config.Success<typeof SamplingConfig>
-
 /** `OTEL_EXPORTER_OTLP_ENDPOINT` is a base: the signal's path is appended to it (specification, "Endpoint URLs"). */
 const signalUrl = (base: string, given: string, signal: "traces" | "metrics") =>
   given !== "" || base === "" ? given : `${base.replace(/\/+$/, "")}/v1/${signal}`
@@ -78,7 +68,14 @@ const OtlpConfig = Config.all({
   timeoutMillis: wholeNumber("OTEL_EXPORTER_OTLP_TIMEOUT", 0, 10_000),
   serviceName: Config.nonEmptyString("OTEL_SERVICE_NAME").pipe(Config.option),
   resourceAttributes: keyValueList("OTEL_RESOURCE_ATTRIBUTES"),
-  sampling: SamplingConfig,
+  sampling: Config.all({
+    sampler: Config.literal(...SAMPLERS)("OTEL_TRACES_SAMPLER").pipe(Config.withDefault("parentbased_always_on")),
+    /** The ratio of the `traceidratio` samplers. */
+    ratio: Config.number("OTEL_TRACES_SAMPLER_ARG").pipe(
+      Config.validate({ message: "Expected a ratio from 0 to 1, such as 0.1", validation: (n) => n >= 0 && n <= 1 }),
+      Config.withDefault(1)
+    )
+  }),
   maxQueueSize: wholeNumber("OTEL_BSP_MAX_QUEUE_SIZE", 1, 2048),
   maxExportBatchSize: wholeNumber("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1, 512),
   scheduleDelayMillis: wholeNumber("OTEL_BSP_SCHEDULE_DELAY", 0, 5000),

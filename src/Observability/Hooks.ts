@@ -20,8 +20,8 @@ export interface RequestObservation {
    * its log lines carry its ids: `undefined` without tracing, a span that records nothing when not sampled.
    */
   readonly parentSpan: Tracer.Span | undefined
-  /** The answer went out: its status, the authenticated key's id, for a 5xx what failed (`error.type`). Once. */
-  readonly end: (status: number, keyId: string | undefined, errorType?: string) => void
+  /** The answer went out: its status and the authenticated key's id. Once. */
+  readonly end: (status: number, keyId: string | undefined) => void
 }
 
 /** A database statement as its span and its metric name it. */

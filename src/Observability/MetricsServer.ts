@@ -6,18 +6,14 @@
 import { Effect, Layer, Metric, type MetricLabel, MetricState, Option } from "effect"
 import { refreshProcessMetrics } from "./Metrics.js"
 
-const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-/** Prometheus names and label names: `[a-zA-Z_:][a-zA-Z0-9_:]*` (labels without `:`). */
-const metricName = (name: string) => name.replace(/[^a-zA-Z0-9_:]/g, "_").replace(/^([0-9])/, "_$1")
-const labelName = (name: string) => name.replace(/[^a-zA-Z0-9_]/g, "_").replace(/^([0-9])/, "_$1")
+// The metrics' names, label names and descriptions are petstore's own, written in Prometheus' form: only label values
+// are escaped.
 const labelValue = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, "\\\"")
-const helpText = (text: string) => text.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")
 const number = (value: number | bigint): string =>
   Number.isNaN(value) ? "NaN" : value === Infinity ? "+Inf" : value === -Infinity ? "-Inf" : String(value)
 
 const labels = (tags: ReadonlyArray<MetricLabel.MetricLabel>, le?: string): string => {
-  const parts = tags.map((tag) => `${labelName(tag.key)}="${labelValue(tag.value)}"`)
+  const parts = tags.map((tag) => `${tag.key}="${labelValue(tag.value)}"`)
   if (le !== undefined) parts.push(`le="${le}"`)
   return parts.length === 0 ? "" : `{${parts.join(",")}}`
 }
@@ -46,14 +42,14 @@ const render = (): string => {
   const families = new Map<string, { readonly head: string; readonly lines: Array<string> }>()
   for (const { metricKey, metricState } of Metric.unsafeSnapshot()) {
     // Effect's fiber metrics count the start-up's fibers only (requests run with them off): left out, not misleading.
-    if (metricKey.name.startsWith("effect_fiber_")) continue
-    const name = metricName(metricKey.name)
+    const { name } = metricKey
+    if (name.startsWith("effect_fiber_")) continue
     const found = samples(name, metricKey.tags, metricState)
     if (found === undefined) continue
     let family = families.get(name)
     if (family === undefined) {
       const help = Option.getOrElse(metricKey.description, () => "")
-      const head = `${help === "" ? "" : `# HELP ${name} ${helpText(help)}\n`}# TYPE ${name} ${found[0]}\n`
+      const head = `${help === "" ? "" : `# HELP ${name} ${help}\n`}# TYPE ${name} ${found[0]}\n`
       families.set(name, family = { head, lines: [] })
     }
     family.lines.push(...found[1])
@@ -69,12 +65,8 @@ const answer = (request: Request): Response => {
     return new Response("Method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } })
   }
   refreshProcessMetrics()
-  const text = render()
-  if (request.method === "GET") return new Response(text, { headers: { "content-type": CONTENT_TYPE } })
-  // A HEAD: the GET's headers, its length among them, without the body (RFC 9110 §9.3.2).
-  return new Response(null, {
-    headers: { "content-type": CONTENT_TYPE, "content-length": `${Buffer.byteLength(text)}` }
-  })
+  // Bun answers a HEAD with the GET's headers, its length among them, and no body (RFC 9110 §9.3.2).
+  return new Response(render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } })
 }
 
 /** Serves the metrics for the life of the layer; it closes after the layers that depend on it (the API's drain). */

@@ -27,7 +27,7 @@ class Observation implements RequestObservation {
     private ended = false
   ) {}
 
-  end(status: number, keyId: string | undefined, errorType?: string): void {
+  end(status: number, keyId: string | undefined): void {
     if (this.ended) return
     this.ended = true
     if (this.record !== undefined) {
@@ -38,10 +38,10 @@ class Observation implements RequestObservation {
     if (span === undefined || !span.sampled) return
     span.attribute("http.response.status_code", status)
     if (keyId !== undefined) span.attribute("petstore.api_key.id", keyId)
-    // A 5xx is the server's failure (status Error); a 4xx is the client's: the span ends as a success.
+    // A 5xx is the server's failure (status Error, its code the `error.type`); a 4xx is the client's: a success.
     if (status < 500) return span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
-    span.attribute("error.type", errorType ?? String(status))
-    span.end(clock.unsafeCurrentTimeNanos(), Exit.fail(errorType ?? String(status)))
+    span.attribute("error.type", String(status))
+    span.end(clock.unsafeCurrentTimeNanos(), Exit.fail(String(status)))
   }
 }
 
@@ -49,7 +49,7 @@ class Observation implements RequestObservation {
 const UNSAMPLED: RequestObservation = new Observation(NOT_SAMPLED, undefined, 0, true)
 
 /** The hooks with a tracer, or metrics, or both (without either there is no service). */
-export const makeHooks = (tracer: SamplingTracer | undefined, metrics: boolean): ObservabilityHooks => {
+const makeHooks = (tracer: SamplingTracer | undefined, metrics: boolean): ObservabilityHooks => {
   const observeRequest: ObservabilityHooks["observeRequest"] = (request) => {
     const parent = tracer === undefined ? Option.none() : remoteParent(request.headers)
     const traceId = tracer?.sample(parent)
@@ -73,17 +73,14 @@ export const makeHooks = (tracer: SamplingTracer | undefined, metrics: boolean):
 
   /** The statement timed, in the one step `Effect.try` takes. */
   const timed: ObservabilityHooks["runStatement"] = (statement, run, onError) =>
-    Effect.try({
-      try: () => {
-        const started = performance.now()
-        try {
-          return run()
-        } finally {
-          Metrics.recordStatement(statement, started)
-        }
-      },
-      catch: onError
-    })
+    unobserved.runStatement(statement, () => {
+      const started = performance.now()
+      try {
+        return run()
+      } finally {
+        Metrics.recordStatement(statement, started)
+      }
+    }, onError)
   /** Without tracing, or outside a sampled trace. */
   const untraced = metrics ? timed : unobserved.runStatement
 

@@ -54,9 +54,8 @@ class Output {
     this.at = this.buffer.writeBigUInt64LE(BigInt(decimal), this.at)
   }
 
-  /** A varint field; a zero is left out (the default) unless it is a value that must be there. */
-  uint(field: number, value: number | undefined, always = false): void {
-    if (value === undefined || (value === 0 && !always)) return
+  /** A varint field, written even when it is 0 (as the library writes these). */
+  uint(field: number, value: number): void {
     this.tag(field, 0)
     this.varint(value)
   }
@@ -85,8 +84,8 @@ class Output {
 
 const anyValue = (out: Output, value: AnyValue): void => {
   if (value.stringValue != null) out.string(1, value.stringValue)
-  else if (value.boolValue != null) out.uint(2, value.boolValue ? 1 : 0, true)
-  else if (value.intValue != null) out.uint(3, value.intValue, true)
+  else if (value.boolValue != null) out.uint(2, value.boolValue ? 1 : 0)
+  else if (value.intValue != null) out.uint(3, value.intValue)
   else if (value.doubleValue != null) {
     out.tag(4, 1)
     out.room(8)
@@ -108,7 +107,7 @@ const keyValues = (out: Output, field: number, attributes: ReadonlyArray<KeyValu
 
 type Attributes = ReadonlyArray<KeyValue>
 
-/** A span as the library's tracer hands it over (its OTLP/JSON shape). */
+/** A span as the library's tracer hands it over (its OTLP/JSON shape), less its dropped counts: always 0, not written. */
 interface Span {
   readonly traceId: string
   readonly spanId: string
@@ -122,9 +121,6 @@ interface Span {
     { readonly timeUnixNano: string; readonly name: string; readonly attributes: Attributes }
   >
   readonly links: ReadonlyArray<{ readonly traceId: string; readonly spanId: string; readonly attributes: Attributes }>
-  readonly droppedAttributesCount: number
-  readonly droppedEventsCount: number
-  readonly droppedLinksCount: number
   readonly status: { readonly code: number; readonly message?: string }
 }
 
@@ -142,11 +138,10 @@ const span = (out: Output, span: Span): void => {
   out.string(2, span.spanId, "hex")
   if (span.parentSpanId !== undefined) out.string(4, span.parentSpanId, "hex")
   out.string(5, span.name)
-  out.uint(6, span.kind, true)
+  out.uint(6, span.kind)
   out.fixed64(7, span.startTimeUnixNano)
   out.fixed64(8, span.endTimeUnixNano)
   keyValues(out, 9, span.attributes)
-  out.uint(10, span.droppedAttributesCount)
   for (const event of span.events) {
     out.message(11, () => {
       out.fixed64(1, event.timeUnixNano)
@@ -154,7 +149,6 @@ const span = (out: Output, span: Span): void => {
       keyValues(out, 3, event.attributes)
     })
   }
-  out.uint(12, span.droppedEventsCount)
   for (const link of span.links) {
     out.message(13, () => {
       out.string(1, link.traceId, "hex")
@@ -162,10 +156,9 @@ const span = (out: Output, span: Span): void => {
       keyValues(out, 4, link.attributes)
     })
   }
-  out.uint(14, span.droppedLinksCount)
   out.message(15, () => {
     if (span.status.message !== undefined) out.string(2, span.status.message)
-    out.uint(3, span.status.code, true)
+    out.uint(3, span.status.code)
   })
 }
 
@@ -174,10 +167,7 @@ export const encodeTraces = (data: TracesData): Uint8Array => {
   const out = new Output()
   for (const resourceSpans of data.resourceSpans) {
     out.message(1, () => {
-      out.message(1, () => {
-        keyValues(out, 1, resourceSpans.resource.attributes)
-        out.uint(2, resourceSpans.resource.droppedAttributesCount)
-      })
+      out.message(1, () => keyValues(out, 1, resourceSpans.resource.attributes))
       for (const scopeSpans of resourceSpans.scopeSpans) {
         out.message(2, () => {
           out.message(1, () => out.string(1, scopeSpans.scope.name))

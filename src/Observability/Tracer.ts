@@ -6,44 +6,24 @@
 import { Headers, HttpTraceContext } from "@effect/platform"
 import type { Clock } from "effect"
 import { Context, Effect, FiberRef, FiberRefs, HashMap, HashSet, Layer, Logger, Option, Tracer } from "effect"
-import type { Sampling } from "./Config.js"
-
-// New trace ids are cut from a pool of random bytes, refilled 4 KiB at a time: a trace is decided on its id's bytes,
-// and the id is written in hexadecimal only when it is sampled.
-const pool = Buffer.alloc(4096)
-let poolAt = pool.length
-
-/** The offset of 16 fresh bytes in `pool`. */
-const drawTraceId = (): number => {
-  if (poolAt === pool.length) {
-    crypto.getRandomValues(pool)
-    poolAt = 0
-  }
-  return (poolAt += 16) - 16
-}
-
-export const newTraceId = (): string => {
-  const at = drawTraceId()
-  return pool.toString("hex", at, at + 16)
-}
+import type { OtlpOptions } from "./Config.js"
 
 /** A trace id's randomness as `TraceIdRatioBased` reads it: its lowest 56 bits (bytes 9 to 15). */
 export const randomnessOf = (traceId: string): number =>
   parseInt(traceId.slice(18, 30), 16) * 256 + parseInt(traceId.slice(30, 32), 16)
-const randomnessAt = (at: number): number => pool.readUIntBE(at + 9, 6) * 256 + pool[at + 15]
 
 /** Whether a new trace, or a span whose parent is in another process, is recorded. */
-export type Sampler = (randomness: number, remoteParent: Option.Option<Tracer.ExternalSpan>) => boolean
+type Sampler = (randomness: number, remoteParent: Option.Option<Tracer.ExternalSpan>) => boolean
 
-export const makeSampler = ({ ratio, sampler }: Sampling): Sampler => {
+export const makeSampler = ({ ratio, sampler }: OtlpOptions["sampling"]): Sampler => {
   // `traceidratio`: the id's randomness against the ratio, so every process sampling at that ratio decides alike.
   const bound = ratio * 2 ** 56
-  const root = sampler.endsWith("always_on")
+  const root: (randomness: number) => boolean = sampler.endsWith("always_on")
     ? () => true
     : sampler.endsWith("always_off")
     ? () => false
-    : (randomness: number) => randomness < bound
-  if (!sampler.startsWith("parentbased_")) return (randomness) => root(randomness)
+    : (randomness) => randomness < bound
+  if (!sampler.startsWith("parentbased_")) return root
   return (randomness, remoteParent) => Option.isSome(remoteParent) ? remoteParent.value.sampled : root(randomness)
 }
 
@@ -79,11 +59,20 @@ export const NOT_SAMPLED: Tracer.Span = {
 
 /** `recording` makes and exports the sampled spans (`OtlpTracer.make`). */
 export const makeSamplingTracer = (sampler: Sampler, recording: Tracer.Tracer, clock: Clock.Clock) => {
+  // New trace ids are cut from a pool of random bytes, refilled 4 KiB at a time: a trace is decided on its id's bytes
+  // (as `randomnessOf` reads them), and the id is written in hexadecimal only when it is sampled.
+  const pool = Buffer.alloc(4096)
+  let poolAt = pool.length
   /** The trace id a span under `parent` records in, `undefined` when it is not sampled: decided before it is made. */
   const sample = (parent: Option.Option<Tracer.AnySpan>): string | undefined => {
     if (Option.isNone(parent)) {
-      const at = drawTraceId()
-      return sampler(randomnessAt(at), Option.none()) ? pool.toString("hex", at, at + 16) : undefined
+      if (poolAt === pool.length) {
+        crypto.getRandomValues(pool)
+        poolAt = 0
+      }
+      const at = (poolAt += 16) - 16
+      const randomness = pool.readUIntBE(at + 9, 6) * 256 + pool[at + 15]
+      return sampler(randomness, Option.none()) ? pool.toString("hex", at, at + 16) : undefined
     }
     if (parent.value._tag === "Span") return parent.value.sampled ? parent.value.traceId : undefined
     return sampler(randomnessOf(parent.value.traceId), parent as Option.Some<Tracer.ExternalSpan>)
