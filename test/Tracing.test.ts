@@ -109,7 +109,9 @@ describe("traces over OTLP", () => {
             OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
             OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
             OTEL_EXPORTER_OTLP_HEADERS: "x-collector-token=s3cret",
-            OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=test",
+            // Read by petstore alone: OTEL_SERVICE_NAME wins over service.name, the build's version over service.version.
+            OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=test,service.name=from-attributes,service.version=0.0.1",
+            OTEL_SERVICE_NAME: "petstore",
             OTEL_METRIC_EXPORT_INTERVAL: "600000"
           })
         )
@@ -140,6 +142,7 @@ describe("traces over OTLP", () => {
           "service.version": "9.9.9",
           "deployment.environment": "test"
         })
+        expect(new Set(server.resourceKeys).size).toBe(server.resourceKeys.length)
         const children = receiver.spans.filter((span) => span.parentSpanId === server.spanId)
         // The key's lookup and the pet's (the key's last use is written later, in the background, off the request).
         expect(children.map((span) => span.name).sort()).toEqual(["SELECT api_keys", "SELECT pets"])

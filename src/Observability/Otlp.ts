@@ -7,7 +7,7 @@ import * as OtlpMetrics from "@effect/opentelemetry/OtlpMetrics"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import { FetchHttpClient, HttpClient, HttpClientError } from "@effect/platform"
-import { Cause, Duration, Effect, Layer, Redacted } from "effect"
+import { Cause, ConfigProvider, Duration, Effect, Layer, Redacted } from "effect"
 import type { OtlpOptions } from "./Config.js"
 import { refreshProcessMetrics } from "./Metrics.js"
 import * as OtlpTracesProtobuf from "./OtlpTracesProtobuf.js"
@@ -55,12 +55,24 @@ const transport = (options: OtlpOptions) =>
     ).pipe(Layer.provide(FetchHttpClient.layer))
   )
 
-/** What both exporters take. */
-const exporter = (options: OtlpOptions, version: string) => ({
-  resource: { serviceName: options.serviceName, serviceVersion: version, attributes: options.resourceAttributes },
-  headers: Redacted.value(options.headers),
-  shutdownTimeout: Duration.millis(options.timeoutMillis)
-})
+/**
+ * What both exporters take. Their resource is the one `Config.ts` reads: the service's name and version, and the other
+ * attributes of `OTEL_RESOURCE_ATTRIBUTES`, each once.
+ */
+const exporter = (options: OtlpOptions, version: string) => {
+  const { "service.name": _name, "service.version": _version, ...attributes } = options.resourceAttributes
+  return {
+    resource: { serviceName: options.serviceName, serviceVersion: version, attributes },
+    headers: Redacted.value(options.headers),
+    shutdownTimeout: Duration.millis(options.timeoutMillis)
+  }
+}
+
+/**
+ * No environment for the library's own reading of the resource: it would read `OTEL_RESOURCE_ATTRIBUTES` again, without
+ * percent-decoding, and add its `service.name` and `service.version` to the ones given.
+ */
+const NO_ENVIRONMENT = ConfigProvider.fromMap(new Map())
 
 /** The sampling tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes. */
 export const makeOtlpTracer = (options: OtlpOptions, version: string) =>
@@ -70,7 +82,7 @@ export const makeOtlpTracer = (options: OtlpOptions, version: string) =>
       url: options.tracesUrl,
       exportInterval: Duration.millis(options.scheduleDelayMillis),
       maxBatchSize: options.maxExportBatchSize
-    })
+    }).pipe(Effect.withConfigProvider(NO_ENVIRONMENT))
     return makeSamplingTracer(makeSampler(options.sampling), recording, yield* Effect.clock)
   }).pipe(Effect.provide(transport(options)))
 
@@ -81,7 +93,7 @@ export const OtlpMetricsLive = (options: OtlpOptions, version: string) =>
       ...exporter(options, version),
       url: options.metricsUrl,
       exportInterval: Duration.millis(options.metricExportIntervalMillis)
-    }),
+    }).pipe(Layer.provide(Layer.setConfigProvider(NO_ENVIRONMENT))),
     Layer.scopedDiscard(
       Effect.sync(refreshProcessMetrics).pipe(
         Effect.zipRight(Effect.sleep(Duration.millis(Math.max(1000, options.metricExportIntervalMillis / 2)))),

@@ -15,6 +15,8 @@ export interface ReceivedSpan {
   readonly attributes: Record<string, unknown>
   readonly status: { readonly code: number; readonly message: string }
   readonly resource: Record<string, unknown>
+  /** The resource's attribute keys in the order sent (a key sent twice is there twice). */
+  readonly resourceKeys: ReadonlyArray<string>
 }
 
 // ------------------------------------------------------------------------------------------ protobuf wire format
@@ -81,7 +83,9 @@ const keyValues = (list: Array<Map<number, Array<Field>>>) =>
 /** TracesData → ResourceSpans (1) → { Resource (1), ScopeSpans (2) → Span (2) }. */
 export const decodeTracesProtobuf = (body: Uint8Array): Array<ReceivedSpan> =>
   messages(fields(body), 1).flatMap((resourceSpans) => {
-    const resource = keyValues(messages(messages(resourceSpans, 1)[0] ?? new Map(), 1))
+    const resourceList = messages(messages(resourceSpans, 1)[0] ?? new Map(), 1)
+    const resource = keyValues(resourceList)
+    const resourceKeys = resourceList.map((kv) => text(bytesOf(kv, 1)))
     return messages(resourceSpans, 2).flatMap((scopeSpans) =>
       messages(scopeSpans, 2).map((span): ReceivedSpan => {
         const status = messages(span, 15)[0] ?? new Map()
@@ -94,7 +98,8 @@ export const decodeTracesProtobuf = (body: Uint8Array): Array<ReceivedSpan> =>
           kind: intOf(span, 6),
           attributes: keyValues(messages(span, 9)),
           status: { code: intOf(status, 3), message: text(bytesOf(status, 2)) },
-          resource
+          resource,
+          resourceKeys
         }
       })
     )
@@ -125,7 +130,8 @@ export const decodeTracesJson = (body: any): Array<ReceivedSpan> =>
         kind: span.kind,
         attributes: jsonAttributes(span.attributes),
         status: { code: span.status?.code ?? 0, message: span.status?.message ?? "" },
-        resource: jsonAttributes(resourceSpans.resource?.attributes)
+        resource: jsonAttributes(resourceSpans.resource?.attributes),
+        resourceKeys: (resourceSpans.resource?.attributes ?? []).map(({ key }: JsonKeyValue) => key)
       }))
     )
   )
