@@ -155,8 +155,6 @@ const cli = Command.make("petstore", serveOptions, serve).pipe(
   ])
 )
 
-const parserConfig = CliConfig.make({ showBuiltIns: false })
-
 /** The text of a parser's complaint, without the colour codes it is rendered with. */
 // eslint-disable-next-line no-control-regex -- the escape sequences are exactly what is removed
 const plain = (doc: HelpDoc.HelpDoc) => HelpDoc.toAnsiText(doc).replace(/\x1b\[[0-9;]*m/g, "").trim()
@@ -172,9 +170,10 @@ const runArgs = (args: ReadonlyArray<string>) =>
       return yield* Console.log(helpText(command, VERSION))
     }
     if (args.length === 1 && args[0] === "--version") return yield* Console.log(VERSION)
-    const directive = yield* CommandDescriptor.parse(cli.descriptor, ["petstore", ...args], parserConfig).pipe(
-      Effect.mapError((error) => new UsageError({ command, problem: plain(error.error) }))
-    )
+    const directive = yield* CommandDescriptor.parse(cli.descriptor, ["petstore", ...args], CliConfig.defaultConfig)
+      .pipe(
+        Effect.mapError((error) => new UsageError({ command, problem: plain(error.error) }))
+      )
     if (directive._tag === "BuiltIn") {
       return yield* new UsageError({ command, problem: `unknown option (see the options below --help).` })
     }
