@@ -6,10 +6,12 @@ import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effec
 import pkg from "../package.json" with { type: "json" }
 import { CorsOrigins, flagOr, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
 import * as Sql from "./Database/Sql.js"
+import { WebHandlerLive } from "./Http.js"
 import { MetricsAddress } from "./Observability/Config.js"
 import { ObservabilityLive } from "./Observability/Live.js"
 import { RequestTimeoutConfig } from "./Operations/Deadlines.js"
-import { HttpLive } from "./Operations/Listener.js"
+import { Lifecycle } from "./Operations/Lifecycle.js"
+import { ListenerLive } from "./Operations/Listener.js"
 import { LoggingLive } from "./Operations/Logging.js"
 import { RateLimitPruningLive } from "./RateLimit/Pruning.js"
 
@@ -54,17 +56,19 @@ export const serve = (flags: ServeFlags) =>
     (options) =>
       Effect.gen(function*() {
         yield* metricsApartFrom(options.host, options.port)
+        const settings = {
+          ...options,
+          servers: yield* ServersConfig,
+          corsOrigins: yield* CorsOrigins,
+          shutdownTimeout: yield* ShutdownTimeout,
+          shutdownDelay: yield* ShutdownDelay,
+          requestTimeout: yield* RequestTimeoutConfig,
+          describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
+        }
         return yield* Layer.launch(
-          HttpLive({
-            host: options.host,
-            port: options.port,
-            servers: yield* ServersConfig,
-            corsOrigins: yield* CorsOrigins,
-            shutdownTimeout: yield* ShutdownTimeout,
-            shutdownDelay: yield* ShutdownDelay,
-            requestTimeout: yield* RequestTimeoutConfig,
-            describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
-          }).pipe(
+          ListenerLive(settings).pipe(
+            Layer.provide(WebHandlerLive(settings)),
+            Layer.provide(Lifecycle.Default),
             // Pruned below the listener: the pruning stops once the drain is over, with the database still open.
             Layer.provideMerge(RateLimitPruningLive),
             Layer.provide(Sql.layer(options.database)),

@@ -1,7 +1,7 @@
 /** Bun's listener in front of the web handler, and its graceful drain. */
 import { Duration, Effect, Layer, Option } from "effect"
 import { CommandFailed } from "../CommandFailed.js"
-import { type AppOptions, WebHandler, WebHandlerLive } from "../Http.js"
+import { WebHandler } from "../Http.js"
 import type { Server } from "../Serving/Server.js"
 import { idleTimeoutSeconds } from "./Deadlines.js"
 import { Lifecycle } from "./Lifecycle.js"
@@ -120,10 +120,3 @@ export const ListenerLive = (options: ListenOptions) =>
       Effect.annotateLogs({ ...options.describe, address: server.url.href.replace(/\/$/, "") })
     )
   }))
-
-/** The HTTP server: the listener in front of the application. Needs a SQL client. */
-export const HttpLive = (options: AppOptions & ListenOptions) =>
-  ListenerLive(options).pipe(
-    Layer.provide(WebHandlerLive(options)),
-    Layer.provide(Lifecycle.Default)
-  )
