@@ -5,12 +5,11 @@
  */
 import { Args, CliConfig, Command, CommandDescriptor, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { BunContext } from "@effect/platform-bun"
-import type { Config, ConfigError } from "effect"
 import { Console, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { openApiDocument } from "./Api.js"
 import { ApiKeys } from "./Auth/ApiKeys.js"
 import { CommandFailed } from "./CommandFailed.js"
-import { Host, parsePort, Port, ServersConfig } from "./Config.js"
+import { flagOr, Host, parsePort, Port, ServersConfig } from "./Config.js"
 import { backup as backupDatabase, restore as restoreDatabase } from "./Database/Backup.js"
 import { formatMillis, formatSize } from "./Database/DurableFile.js"
 import * as Sql from "./Database/Sql.js"
@@ -18,7 +17,7 @@ import { ApiKeyId, KeyName } from "./Domain/ApiKey.js"
 import { commandPathOf, helpText, UsageError } from "./Help.js"
 import { askHealth } from "./Operations/Healthcheck.js"
 import { LoggingLive } from "./Operations/Logging.js"
-import { serve as serveHandler, VERSION } from "./Serve.js"
+import { serve, VERSION } from "./Serve.js"
 
 /** A line on stderr, without the colour Bun's console gives `console.error` on a terminal. */
 const note = (line: string) => Effect.sync(() => void process.stderr.write(`${line}\n`))
@@ -35,7 +34,7 @@ const decodedBy = <A>(schema: Schema.Schema<A, string>, what: string) => (text: 
 
 /**
  * The flags that override a setting. The setting itself is read from the environment only when the command runs and
- * only by the commands that use it (`fromFlagOr`), so a bad `PORT` does not stop `keys list`, and a bad setting is a
+ * only by the commands that use it (`flagOr`), so a bad `PORT` does not stop `keys list`, and a bad setting is a
  * failure naming its variable (exit 1), not a command line to correct.
  */
 const database = Options.redacted("database").pipe(Options.optional)
@@ -51,24 +50,9 @@ const keyName = Options.text("name").pipe(
   Options.mapEffect((text) => Effect.mapError(decodedBy(KeyName, "--name")(text), ValidationError.invalidValue))
 )
 
-/** The flag's value when it was given, else the setting from the environment. */
-const fromFlagOr = <A>(flag: Option.Option<A>, setting: Config.Config<A>): Effect.Effect<A, ConfigError.ConfigError> =>
-  Option.match(flag, { onNone: () => setting, onSome: Effect.succeed })
-
-const databaseOf = (flag: Option.Option<Redacted.Redacted<string>>) => fromFlagOr(flag, Sql.DatabaseUrl)
+const databaseOf = (flag: Option.Option<Redacted.Redacted<string>>) => flagOr(flag, Sql.DatabaseUrl)
 
 const serveOptions = { host, port, database }
-
-/** `serve`: where to listen and which database, each from its flag or else its variable. */
-const serveWith = (flags: Command.Command.ParseConfig<typeof serveOptions>) =>
-  Effect.flatMap(
-    Effect.all({
-      host: fromFlagOr(flags.host, Host),
-      port: fromFlagOr(flags.port, Port),
-      database: databaseOf(flags.database)
-    }),
-    serveHandler
-  )
 
 /** The keys service on the database (`--database`, else `DATABASE_URL`), built with the logger on stderr in place. */
 const withKeys = (flag: Option.Option<Redacted.Redacted<string>>) => <A, E>(effect: Effect.Effect<A, E, ApiKeys>) =>
@@ -157,12 +141,12 @@ const openapi = Command.make(
 /** The container's HEALTHCHECK: asks the server's /healthz, exits non-zero unless it answers 200. */
 const healthcheck = Command.make("healthcheck", { host, port }, (flags) =>
   Effect.gen(function*() {
-    return yield* askHealth(yield* fromFlagOr(flags.host, Host), yield* fromFlagOr(flags.port, Port))
+    return yield* askHealth(yield* flagOr(flags.host, Host), yield* flagOr(flags.port, Port))
   }).pipe(Effect.provide(LoggingLive("stderr"))))
 
-const cli = Command.make("petstore", serveOptions, serveWith).pipe(
+const cli = Command.make("petstore", serveOptions, serve).pipe(
   Command.withSubcommands([
-    Command.make("serve", serveOptions, serveWith),
+    Command.make("serve", serveOptions, serve),
     Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke])),
     backup,
     restore,
@@ -170,8 +154,6 @@ const cli = Command.make("petstore", serveOptions, serveWith).pipe(
     healthcheck
   ])
 )
-
-const parserConfig = CliConfig.make({ showBuiltIns: false })
 
 /** The text of a parser's complaint, without the colour codes it is rendered with. */
 // eslint-disable-next-line no-control-regex -- the escape sequences are exactly what is removed
@@ -188,9 +170,10 @@ const runArgs = (args: ReadonlyArray<string>) =>
       return yield* Console.log(helpText(command, VERSION))
     }
     if (args.length === 1 && args[0] === "--version") return yield* Console.log(VERSION)
-    const directive = yield* CommandDescriptor.parse(cli.descriptor, ["petstore", ...args], parserConfig).pipe(
-      Effect.mapError((error) => new UsageError({ command, problem: plain(error.error) }))
-    )
+    const directive = yield* CommandDescriptor.parse(cli.descriptor, ["petstore", ...args], CliConfig.defaultConfig)
+      .pipe(
+        Effect.mapError((error) => new UsageError({ command, problem: plain(error.error) }))
+      )
     if (directive._tag === "BuiltIn") {
       return yield* new UsageError({ command, problem: `unknown option (see the options below --help).` })
     }

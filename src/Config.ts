@@ -68,6 +68,10 @@ export const describeConfigError = (error: ConfigError.ConfigError): string => {
   return error.message.startsWith(`${name} `) ? error.message : `${name}: ${error.message}`
 }
 
+/** A setting a command-line flag overrides: the flag's value when it was given, else the variable's. */
+export const flagOr = <A>(flag: Option.Option<A>, setting: Config.Config<A>): Config.Config<A> =>
+  Option.match(flag, { onNone: () => setting, onSome: Config.succeed })
+
 export const Host = Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
 export const Port = variable("PORT", parsePort).pipe(Config.withDefault(8080))
 

@@ -2,21 +2,20 @@
  * Running the service: the HTTP server on a database, with the logger, traces and metrics as configured. `petstore serve`
  * (the command line's) and a bare start (`main.ts`) both come here.
  */
-import { Config, ConfigError, Effect, Layer, Option } from "effect"
+import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
-import { CorsOrigins, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
+import { CorsOrigins, flagOr, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
 import * as Sql from "./Database/Sql.js"
+import { WebHandlerLive } from "./Http.js"
 import { MetricsAddress } from "./Observability/Config.js"
 import { ObservabilityLive } from "./Observability/Live.js"
 import { RequestTimeoutConfig } from "./Operations/Deadlines.js"
-import { HttpLive } from "./Operations/Listener.js"
+import { Lifecycle } from "./Operations/Lifecycle.js"
+import { ListenerLive } from "./Operations/Listener.js"
 import { LoggingLive } from "./Operations/Logging.js"
 import { RateLimitPruningLive } from "./RateLimit/Pruning.js"
 
 export const VERSION: string = pkg.version
-
-/** Where to listen and which database to use, from the environment alone (what the command-line flags override). */
-const ServeOptionsConfig = Config.all({ host: Host, port: Port, database: Sql.DatabaseUrl })
 
 const WILDCARDS = ["", "0.0.0.0", "::"]
 
@@ -35,32 +34,49 @@ export const metricsApartFrom = (host: string, port: number) =>
       ))
       : Effect.void)
 
+/** The flags of `serve`, each overriding its variable: `HOST`, `PORT`, `DATABASE_URL`. */
+export interface ServeFlags {
+  readonly host: Option.Option<string>
+  readonly port: Option.Option<number>
+  readonly database: Option.Option<Redacted.Redacted<string>>
+}
+
 /**
  * Serves until interrupted (SIGTERM/SIGINT), then drains and closes. Effect's tracer is off (its spans cost more than
  * the steps they time) unless an OTLP endpoint is configured (`ObservabilityLive` turns it on, below the server, so its
  * exporter flushes after the drain).
  */
-export const serve = (options: Config.Config.Success<typeof ServeOptionsConfig>) =>
-  Effect.gen(function*() {
-    yield* metricsApartFrom(options.host, options.port)
-    return yield* Layer.launch(
-      HttpLive({
-        host: options.host,
-        port: options.port,
-        servers: yield* ServersConfig,
-        corsOrigins: yield* CorsOrigins,
-        shutdownTimeout: yield* ShutdownTimeout,
-        shutdownDelay: yield* ShutdownDelay,
-        requestTimeout: yield* RequestTimeoutConfig,
-        describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
-      }).pipe(
-        // Pruned below the listener: the pruning stops once the drain is over, with the database still open.
-        Layer.provideMerge(RateLimitPruningLive),
-        Layer.provide(Sql.layer(options.database)),
-        Layer.provide(ObservabilityLive(VERSION))
-      )
-    ).pipe(Effect.withTracerEnabled(false))
-  }).pipe(Effect.provide(LoggingLive("stdout")))
+export const serve = (flags: ServeFlags) =>
+  Effect.flatMap(
+    Config.all({
+      host: flagOr(flags.host, Host),
+      port: flagOr(flags.port, Port),
+      database: flagOr(flags.database, Sql.DatabaseUrl)
+    }),
+    (options) =>
+      Effect.gen(function*() {
+        yield* metricsApartFrom(options.host, options.port)
+        const settings = {
+          ...options,
+          servers: yield* ServersConfig,
+          corsOrigins: yield* CorsOrigins,
+          shutdownTimeout: yield* ShutdownTimeout,
+          shutdownDelay: yield* ShutdownDelay,
+          requestTimeout: yield* RequestTimeoutConfig,
+          describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
+        }
+        return yield* Layer.launch(
+          ListenerLive(settings).pipe(
+            Layer.provide(WebHandlerLive(settings)),
+            Layer.provide(Lifecycle.Default),
+            // Pruned below the listener: the pruning stops once the drain is over, with the database still open.
+            Layer.provideMerge(RateLimitPruningLive),
+            Layer.provide(Sql.layer(options.database)),
+            Layer.provide(ObservabilityLive(VERSION))
+          )
+        ).pipe(Effect.withTracerEnabled(false))
+      }).pipe(Effect.provide(LoggingLive("stdout")))
+  )
 
 /** The service, configured by the environment alone. */
-export const serveFromEnvironment = Effect.flatMap(ServeOptionsConfig, serve)
+export const serveFromEnvironment = serve({ host: Option.none(), port: Option.none(), database: Option.none() })

@@ -24,22 +24,18 @@ const describe = (error: unknown): string => {
   return text.split("\n").map((line) => `petstore: ${line}`).join("\n")
 }
 
-/** A failure that stops the program: readable lines on stderr, plain (Bun colours `console.error` on a terminal). */
-const report = (cause: Cause.Cause<unknown>) =>
-  Effect.sync(() => {
-    const text = Option.match(Cause.failureOption(cause), {
-      onNone: () => Cause.isInterruptedOnly(cause) ? undefined : `petstore: ${Cause.pretty(cause)}`,
-      onSome: describe
-    })
-    if (text !== undefined) process.stderr.write(`${text}\n`)
-  })
-
-/** 2 for a command that cannot be run as given (a usage error, `backup` of PostgreSQL), 1 for another failure. */
-const exitCode = (exit: Exit.Exit<unknown, unknown>): number =>
-  Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause) ? 0 : Option.match(Cause.failureOption(exit.cause), {
-    onNone: () => 1,
-    onSome: (error) => tagOf(error) === "UsageError" || tagOf(error) === "NotForPostgres" ? 2 : 1
-  })
+/**
+ * How the program ends: 0 when it succeeded or was interrupted (SIGTERM/SIGINT); else the reason on stderr, plain (Bun
+ * colours `console.error` on a terminal), and 2 for a command that cannot be run as given (a usage error, `backup` of
+ * PostgreSQL), 1 for another failure.
+ */
+const teardown = (exit: Exit.Exit<unknown, unknown>, onExit: (code: number) => void) => {
+  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return onExit(0)
+  const failure = Cause.failureOption(exit.cause)
+  const text = Option.match(failure, { onNone: () => `petstore: ${Cause.pretty(exit.cause)}`, onSome: describe })
+  process.stderr.write(`${text}\n`)
+  onExit(Option.exists(failure, (error) => tagOf(error) === "UsageError" || tagOf(error) === "NotForPostgres") ? 2 : 1)
+}
 
 /**
  * A second SIGINT or SIGTERM stops the process at once, by that signal, skipping the drain (the runtime interrupts the
@@ -63,8 +59,4 @@ const program: Effect.Effect<unknown, unknown> = servesFromEnvironment
   ? Effect.flatMap(Effect.promise(() => import("./Serve.js")), (serve) => serve.serveFromEnvironment)
   : Effect.flatMap(Effect.promise(() => import("./Cli.js")), (cli) => cli.main(process.argv))
 
-BunRuntime.runMain(program.pipe(Effect.tapErrorCause(report)), {
-  disablePrettyLogger: true,
-  disableErrorReporting: true,
-  teardown: (exit, onExit) => onExit(exitCode(exit))
-})
+BunRuntime.runMain(program, { disablePrettyLogger: true, disableErrorReporting: true, teardown })

@@ -9,6 +9,6 @@ export const drainingGauge = Metric.gauge("petstore_draining", {
 export class Lifecycle extends Effect.Service<Lifecycle>()("Lifecycle", {
   effect: Effect.map(Ref.make(false), (draining) => ({
     draining: Ref.get(draining),
-    startDrain: Effect.zipRight(Ref.set(draining, true), Effect.sync(() => drainingGauge.unsafeUpdate(1, [])))
+    startDrain: Effect.zipRight(Ref.set(draining, true), Metric.set(drainingGauge, 1))
   }))
 }) {}

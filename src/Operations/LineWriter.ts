@@ -16,15 +16,11 @@ export interface LineWriterOptions {
   readonly exitWaitMs: number
   /** The write itself (a test may stand in for the pipe): returns the bytes written, throws `EAGAIN` when full. */
   readonly write?: (fd: number, data: string | Uint8Array) => number
-  /** The warning line that reports dropped lines. */
-  readonly droppedLine?: (dropped: number) => string
 }
 
 export interface LineWriter {
   /** Queues one line (without its newline). */
   readonly line: (text: string) => void
-  /** How many lines were dropped so far because the reader was too slow. */
-  readonly dropped: () => number
   /** Writes everything queued now, waiting for the pipe (at exit). */
   readonly flushSync: () => void
 }
@@ -32,8 +28,8 @@ export interface LineWriter {
 const FIRST_WAIT_MS = 1
 const LONGEST_WAIT_MS = 50
 
-/** The JSON logger's shape, for the line that reports dropped lines. */
-export const jsonDroppedLine = (dropped: number) =>
+/** The line that reports dropped lines, in the JSON logger's shape. */
+const droppedLine = (dropped: number) =>
   `{"message":"log lines dropped: the reader of the log is too slow","logLevel":"WARN","timestamp":"${
     new Date().toISOString()
   }","annotations":{"droppedLines":${dropped}},"spans":{},"fiberId":"#0"}`
@@ -41,12 +37,10 @@ export const jsonDroppedLine = (dropped: number) =>
 export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWriter => {
   const write = options.write ??
     ((fd: number, data: string | Uint8Array) => typeof data === "string" ? writeSync(fd, data) : writeSync(fd, data))
-  const droppedLine = options.droppedLine ?? jsonDroppedLine
   /** Whole lines not yet handed to the pipe, and the rest of a batch the pipe took part of. */
   let queued: Array<string> = []
   let queuedChars = 0
   let rest: string | Uint8Array | undefined
-  let dropped = 0
   let unreported = 0
   /** A flush is due: at the end of this turn of the event loop, or on a timer while the pipe is full. */
   let pending = false
@@ -104,7 +98,6 @@ export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWrit
   const line = (text: string) => {
     if (broken) return
     if (queuedChars + (rest?.length ?? 0) + text.length + 1 > options.maxBufferedChars) {
-      dropped++
       unreported++
       return
     }
@@ -121,5 +114,5 @@ export const makeLineWriter = (fd: number, options: LineWriterOptions): LineWrit
     while (!writeSome() && Date.now() < deadline) Bun.sleepSync(1)
   }
 
-  return { line, dropped: () => dropped, flushSync }
+  return { line, flushSync }
 }

@@ -1,6 +1,7 @@
 /** Bun's listener in front of the web handler, and its graceful drain. */
-import { Duration, Effect, Layer, Option, Schema } from "effect"
-import { type AppOptions, WebHandler, WebHandlerLive } from "../Http.js"
+import { Duration, Effect, Layer, Option } from "effect"
+import { CommandFailed } from "../CommandFailed.js"
+import { WebHandler } from "../Http.js"
 import type { Server } from "../Serving/Server.js"
 import { idleTimeoutSeconds } from "./Deadlines.js"
 import { Lifecycle } from "./Lifecycle.js"
@@ -80,7 +81,7 @@ export const ListenerLive = (options: ListenOptions) =>
             maxRequestBodySize: Number.MAX_SAFE_INTEGER
           }),
         catch: (cause) =>
-          new ListenError({
+          new CommandFailed({
             message: `Cannot listen on ${options.host}:${options.port} (HOST:PORT, or --host and --port): ${
               String((cause as Error)?.message ?? cause)
             }`
@@ -119,13 +120,3 @@ export const ListenerLive = (options: ListenOptions) =>
       Effect.annotateLogs({ ...options.describe, address: server.url.href.replace(/\/$/, "") })
     )
   }))
-
-/** The API's listener could not start; the message names the settings that chose its address. */
-class ListenError extends Schema.TaggedError<ListenError>()("ListenError", { message: Schema.String }) {}
-
-/** The HTTP server: the listener in front of the application. Needs a SQL client. */
-export const HttpLive = (options: AppOptions & ListenOptions) =>
-  ListenerLive(options).pipe(
-    Layer.provide(WebHandlerLive(options)),
-    Layer.provide(Lifecycle.Default)
-  )
