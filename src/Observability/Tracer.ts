@@ -6,6 +6,7 @@
 import { Headers, HttpTraceContext } from "@effect/platform"
 import type { Clock } from "effect"
 import { Context, Effect, FiberRef, FiberRefs, HashMap, HashSet, Layer, Logger, Option, Tracer } from "effect"
+import { traceIdsOf } from "../Operations/Logging.js"
 import type { OtlpOptions } from "./Config.js"
 
 /** A trace id's randomness as `TraceIdRatioBased` reads it: its lowest 56 bits (bytes 9 to 15). */
@@ -105,9 +106,12 @@ export type SamplingTracer = ReturnType<typeof makeSamplingTracer>
 /** Log lines written inside a sampled span carry its `traceId` and `spanId` (annotations the loggers print). */
 const withTraceIds = (options: Logger.Logger.Options<unknown>): Logger.Logger.Options<unknown> => {
   const span = Context.getOption(FiberRefs.getOrDefault(options.context, FiberRef.currentContext), Tracer.ParentSpan)
-  if (span._tag === "None" || !span.value.sampled) return options
-  const annotations = HashMap.set(options.annotations, "traceId", span.value.traceId)
-  return { ...options, annotations: HashMap.set(annotations, "spanId", span.value.spanId) }
+  const ids = Option.isSome(span) ? traceIdsOf(span.value) : undefined
+  if (ids === undefined) return options
+  return {
+    ...options,
+    annotations: HashMap.set(HashMap.set(options.annotations, "traceId", ids.traceId), "spanId", ids.spanId)
+  }
 }
 
 /** Wraps every logger in place (provided below the logger's own layer). */

@@ -2,9 +2,13 @@
  * The Effect logger, configured by `LOG_FORMAT` (json lines, or pretty on a terminal) and `LOG_LEVEL`.
  * The server logs to stdout; the other commands log to stderr, so their stdout carries only their output.
  */
-import { Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option } from "effect"
+import { Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option, type Tracer } from "effect"
 import { logFormat, LogLevelConfig } from "../Config.js"
 import { makeLineWriter } from "./LineWriter.js"
+
+/** The annotations of a line logged inside a span: its `traceId` and `spanId`, when it is sampled (else none). */
+export const traceIdsOf = (span: Tracer.AnySpan): Readonly<Record<"traceId" | "spanId", string>> | undefined =>
+  span.sampled ? { traceId: span.traceId, spanId: span.spanId } : undefined
 
 export interface RequestLogFields {
   readonly method: string

@@ -5,7 +5,7 @@
  * Effect logger, same line), otherwise through the configured logger.
  */
 import { Effect, FiberId, FiberRef, FiberRefs, HashSet, LogLevel, Runtime, type Tracer } from "effect"
-import { withRequestAnnotations } from "../Operations/Logging.js"
+import { traceIdsOf, withRequestAnnotations } from "../Operations/Logging.js"
 import type { RequestLogWriter } from "../Operations/Logging.js"
 import { pathOf } from "./Url.js"
 
@@ -29,11 +29,7 @@ export const makeRequestLogger = (runtime: Runtime.Runtime<never>, writer: Reque
       status,
       durationMs: Math.round((performance.now() - started) * 100) / 100
     }
-    const all: Record<string, unknown> = { requestId, ...annotations }
-    if (span !== undefined && span.sampled) {
-      all.traceId = span.traceId
-      all.spanId = span.spanId
-    }
+    const all: Record<string, unknown> = { requestId, ...annotations, ...(span && traceIdsOf(span)) }
     if (writer !== undefined) return writer(fields, all)
     runFork(Effect.logInfo("request").pipe(Effect.annotateLogs({ ...all, ...fields })))
   }
