@@ -8,12 +8,13 @@
 #   scripts/pg-test-cluster.sh stop                                 # stops the cluster and deletes its directory
 #   scripts/pg-test-cluster.sh bindir                               # where the server binaries are (fails if none)
 #
-# Environment: PG_TEST_PORT (55432), PG_TEST_DIR (${TMPDIR:-/tmp}/petstore-pg-$PG_TEST_PORT), PG_TEST_USER (the OS user
+# Environment: PG_TEST_PORT (25432: below Linux's ephemeral ports, 32768 and up, which a client connection in TIME_WAIT
+# may hold after a load test), PG_TEST_DIR (${TMPDIR:-/tmp}/petstore-pg-$PG_TEST_PORT), PG_TEST_USER (the OS user
 # that runs the server when this script runs as root; petstore-ci, created when missing). PG_BINDIR overrides where the
 # server binaries are looked for. Progress goes to stderr; stdout carries only the URL.
 set -euo pipefail
 
-port=${PG_TEST_PORT:-55432}
+port=${PG_TEST_PORT:-25432}
 dir=${PG_TEST_DIR:-${TMPDIR:-/tmp}/petstore-pg-$port}
 os_user=${PG_TEST_USER:-petstore-ci}
 # The database role and its password: a throwaway cluster on loopback, but with password authentication, so that the
