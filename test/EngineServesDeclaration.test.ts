@@ -19,10 +19,10 @@ import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
 import { Context, Effect, HashMap, Layer, Logger, Option, Schema } from "effect"
 import * as Sql from "../src/Database/Sql.js"
-import { WebHandler, webHandlerFrom } from "../src/Http.js"
 import { annotateRequest } from "../src/Operations/Logging.js"
 import { addResponseHeaders } from "../src/ResponseHeaders.js"
 import { ApiHandlers } from "../src/Serving/Handlers.js"
+import { WebHandler, webHandlerFrom } from "../src/Serving/WebHandler.js"
 import { ORIGIN } from "./support/http.js"
 
 class Visitor extends Context.Tag("test/Visitor")<Visitor, string>() {}

@@ -5,12 +5,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
 import { describeConfigError } from "../src/Config.js"
-import { WebHandler } from "../src/Http.js"
 import { MetricsServerLive } from "../src/Observability/MetricsServer.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
 import { ListenerLive } from "../src/Operations/Listener.js"
 import { metricsApartFrom } from "../src/Serve.js"
 import type { Server } from "../src/Serving/Server.js"
+import { WebHandler } from "../src/Serving/WebHandler.js"
 import { withEnvironment } from "./support/observability.js"
 
 /** A loopback port some other listener holds for the life of the scope. */

@@ -1,8 +1,8 @@
 /** Bun's listener in front of the web handler, and its graceful drain. */
 import { Duration, Effect, Layer, Option } from "effect"
 import { CommandFailed } from "../CommandFailed.js"
-import { WebHandler } from "../Http.js"
 import type { Server } from "../Serving/Server.js"
+import { WebHandler } from "../Serving/WebHandler.js"
 import { idleTimeoutSeconds } from "./Deadlines.js"
 import { Lifecycle } from "./Lifecycle.js"
 
