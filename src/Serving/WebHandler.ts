@@ -54,7 +54,8 @@ export const webHandlerFrom = <E, R>(
         RuntimeFlags.RuntimeMetrics
       ))
 
-      // The declared endpoints first; the app's router adds the server's own routes (and what the pipeline could not derive).
+      // The declared endpoints first; the app's router adds the server's own routes (and what the pipeline could not
+      // derive).
       const table = makeRouteTable<Target>([
         ...derived.routes.map((route) => ({
           method: route.method,
