@@ -3,7 +3,8 @@
  * body, a failed decode, an unknown path or method), an unexpected failure, an interrupted request. One home for their
  * statuses, codes and texts, whichever path serves the request.
  */
-import type { ParseResult } from "effect"
+import { HttpApiSchema } from "@effect/platform"
+import type { ParseResult, Schema } from "effect"
 import * as Errors from "../Domain/Errors.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
 
@@ -44,12 +45,14 @@ export const headerTooLarge = refusal(
   `The request headers are over ${MAX_HEADER_BYTES} bytes.`
 )
 export const fragment = refusal(400, "bad_request", "A request target has no fragment (the part from '#').")
-/** A refusal that is one of the API's declared errors, with its code and text. */
-const declared = (status: number, { code, message }: { readonly code: string; readonly message: string }) =>
-  refusal(status, code as Errors.ErrorCode, message)
+/** A refusal that is one of the API's declared errors: its status as its wire schema gives it, its code and text. */
+const declared = (
+  wire: Schema.Schema.Any,
+  { code, message }: { readonly code: string; readonly message: string }
+) => refusal(HttpApiSchema.getStatusError(wire), code as Errors.ErrorCode, message)
 
-export const payloadTooLarge = declared(413, Errors.payloadTooLarge())
-export const unsupportedMediaType = declared(415, Errors.unsupportedMediaType())
+export const payloadTooLarge = declared(Errors.PayloadTooLargeResponse, Errors.payloadTooLarge())
+export const unsupportedMediaType = declared(Errors.UnsupportedMediaTypeResponse, Errors.unsupportedMediaType())
 export const bodyOnMethod = (method: string) =>
   refusal(400, "bad_request", `A ${method} request has no body; send it without one.`)
 export const unreadableBody = refusal(400, "bad_request", "The request could not be read.")

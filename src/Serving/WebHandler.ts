@@ -29,7 +29,7 @@ export interface WebHandlerOptions {
 }
 
 /** The function that answers every request: what Bun serves in production and what the tests call in-process. */
-export class WebHandler extends Context.Tag("Http/WebHandler")<WebHandler, Server>() {}
+export class WebHandler extends Context.Tag("Serving/WebHandler")<WebHandler, Server>() {}
 
 /** The web handler of the given routes (repositories, lifecycle and SQL client still to be provided). */
 export const webHandlerFrom = <E, R>(
