@@ -2,7 +2,7 @@
  * The petstore API, declared once. The OpenAPI document, the docs page, the server and the typed client (`Client.ts`)
  * all derive from it; it and the declarations it imports need only `effect` and `@effect/platform`.
  */
-import { HttpApi, OpenApi } from "@effect/platform"
+import { HttpApi, type HttpApiBuilder, type HttpApiGroup, OpenApi } from "@effect/platform"
 import {
   idempotencyKeyInUse,
   idempotencyKeyReused,
@@ -143,6 +143,12 @@ export class Api extends HttpApi.make("petstore")
 
 /** The API as the server mounts it: the same endpoints under `/v1`. */
 export const ServedApi = Api.prefix(BASE_PATH)
+
+/** What a group's registration is handed: `HttpApiBuilder.group(ServedApi, name, (handlers) => …)`'s `handlers`. */
+export type GroupHandlers<Name extends string> = typeof ServedApi extends
+  HttpApi.HttpApi<infer _, infer G, infer E, infer R>
+  ? HttpApiBuilder.Handlers.FromGroup<E, R, HttpApiGroup.HttpApiGroup.WithName<G, Name>>
+  : never
 
 export interface Servers {
   readonly production: string

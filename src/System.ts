@@ -1,5 +1,12 @@
 /** The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page. */
-import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import {
+  HttpApi,
+  HttpApiBuilder,
+  type HttpApiGroup,
+  HttpRouter,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
 import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
 import { SqlClient } from "@effect/sql"
 import { Chunk, Context, Effect, Layer } from "effect"
@@ -16,7 +23,7 @@ const unavailable = (message: string) =>
 const READY_TIMEOUT = "2 seconds"
 
 export const SystemRoutesLive = (servers: Servers) =>
-  HttpApiBuilder.Router.use((router) =>
+  HttpRouter.Default.use((router) =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const lifecycle = yield* Lifecycle
@@ -56,7 +63,7 @@ export const SystemRoutesLive = (servers: Servers) =>
  * API's answers it may be kept and reused (`DOCS_CACHE_CONTROL`, an ETag per encoding).
  */
 export const DocsLive = (servers: Servers) =>
-  HttpApiBuilder.Router.use((router) =>
+  HttpRouter.Default.use((router) =>
     Effect.gen(function*() {
       const page = yield* Effect.cached(Effect.map(docsPage(servers), docsVariants))
       yield* router.get("/docs", Effect.zipWith(page, HttpServerRequest.HttpServerRequest, answerDocs))

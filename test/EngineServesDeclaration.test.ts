@@ -9,21 +9,24 @@ import {
   HttpApi,
   HttpApiBuilder,
   HttpApiEndpoint,
+  type HttpApiError,
   HttpApiGroup,
   HttpApiMiddleware,
   HttpApiSchema,
+  HttpRouter,
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
-import { Context, Effect, HashMap, Layer, Logger, Option, Schema } from "effect"
+import { Cause, Context, Duration, Effect, Exit, HashMap, Layer, Logger, Option, Schema, Scope } from "effect"
 import * as Sql from "../src/Database/Sql.js"
 import { annotateRequest } from "../src/Operations/Logging.js"
 import { addResponseHeaders } from "../src/ResponseHeaders.js"
-import { ApiHandlers } from "../src/Serving/Handlers.js"
+import { RegisteredGroups, registerGroup } from "../src/Serving/Registration.js"
 import { WebHandler, webHandlerFrom } from "../src/Serving/WebHandler.js"
 import { ORIGIN } from "./support/http.js"
+import { referenceServer } from "./support/reference.js"
 
 class Visitor extends Context.Tag("test/Visitor")<Visitor, string>() {}
 
@@ -84,6 +87,11 @@ class ThingsApi extends HttpApiGroup.make("things", { topLevel: true })
   .add(HttpApiEndpoint.post("insertRetried", "/retry").addSuccess(Count).addError(StatementFailed))
   .add(HttpApiEndpoint.get("timedOut", "/timeout").addSuccess(Schema.String))
   .add(HttpApiEndpoint.post("inOrder", "/order").addSuccess(Schema.Array(Schema.String)))
+  .add(HttpApiEndpoint.get("raced", "/raced").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("forked", "/forked").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("slowly", "/slowly").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("failTwice", "/fail-twice").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("selfInterrupted", "/self-interrupted").addSuccess(Schema.String))
   .middleware(Greeting)
 {}
 const TestApi = HttpApi.make("test").add(ThingsApi)
@@ -107,7 +115,16 @@ const makeThings = () => {
     catch: () => new StatementFailed({ message: "busy" })
   })
   const things = new Map<number, string>([[1, "one"]])
+  let interrupted = 0
   return {
+    /** Whether thing `id` is stored; how many `slowly` requests were interrupted. */
+    stored: (id: number) => things.has(id),
+    interrupted: () => interrupted,
+    slowly: () =>
+      Effect.as(Effect.sleep("2 seconds"), "done").pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted++))),
+    /** A declared failure, then a defect while it unwinds. */
+    failTwice: () =>
+      Effect.fail(new Stranger({ message: "first" })).pipe(Effect.ensuring(Effect.die(new Error("then a defect")))),
     hello: () => Effect.map(Visitor, (visitor) => ({ hello: visitor })),
     removeThing: ({ path }: { readonly path: { readonly id: number } }) =>
       Effect.sync(() => void things.delete(path.id)),
@@ -133,11 +150,20 @@ const makeThings = () => {
         failures = 1
         return { count: yield* count }
       }),
-    timedOut: () =>
-      Effect.sleep("1 hour").pipe(
-        Effect.as("finished"),
-        Effect.timeoutTo({ duration: "5 millis", onTimeout: () => "timed out", onSuccess: (done) => done })
+    slow: () => Effect.as(Effect.sleep("1 hour"), "finished"),
+    /** The loser of the race adds its header, then loses. */
+    raced: () =>
+      Effect.race(
+        Effect.zipRight(addResponseHeaders({ "x-loser": "yes" }), Effect.as(Effect.never, "loser")),
+        Effect.zipRight(Effect.sleep("2 millis"), Effect.as(addResponseHeaders({ "x-winner": "yes" }), "winner"))
       ),
+    /** A fiber that adds a header and is never joined. */
+    forked: () =>
+      Effect.gen(function*() {
+        yield* Effect.fork(addResponseHeaders({ "x-forked": "yes" }))
+        yield* Effect.sleep("2 millis")
+        return "main"
+      }),
     inOrder: () =>
       Effect.gen(function*() {
         const events: Array<string> = []
@@ -150,24 +176,56 @@ const makeThings = () => {
   }
 }
 
-const routesOf = (things: ReturnType<typeof makeThings>) =>
-  Layer.mergeAll(
-    HttpApiBuilder.api(TestApi).pipe(
-      Layer.provide(
-        HttpApiBuilder.group(TestApi, "things", (handlers) =>
-          handlers
-            .handle("hello", things.hello)
-            .handle("removeThing", things.removeThing)
-            .handle("putThing", things.putThing)
-            .handle("raw", things.raw)
-            .handle("insertWhen", things.insertWhen)
-            .handle("insertRetried", things.insertRetried)
-            .handle("timedOut", things.timedOut)
-            .handle("inOrder", things.inOrder))
-      ),
-      Layer.provide([GreetingLive, StampLive])
+/** The group's registration: the one both servers run. `timedOut`'s timeout is written inline, around the handler. */
+const registerThings = (things: ReturnType<typeof makeThings>) =>
+(
+  handlers: HttpApiBuilder.Handlers.FromGroup<HttpApiError.HttpApiDecodeError, never, typeof ThingsApi>
+) =>
+  handlers
+    .handle("hello", things.hello)
+    .handle("removeThing", things.removeThing)
+    .handle("putThing", things.putThing)
+    .handle("raw", things.raw)
+    .handle("insertWhen", things.insertWhen)
+    .handle("insertRetried", things.insertRetried)
+    .handle("timedOut", () =>
+      things.slow().pipe(
+        Effect.timeoutTo({ duration: "5 millis", onTimeout: () => "timed out", onSuccess: (done) => done })
+      ))
+    .handle("inOrder", things.inOrder)
+    .handle("raced", things.raced)
+    .handle("forked", things.forked)
+    .handle("slowly", things.slowly)
+    .handle("failTwice", things.failTwice)
+    .handle("selfInterrupted", () => Effect.interrupt)
+
+const middlewareLive = Layer.mergeAll(GreetingLive, StampLive)
+
+/** The engine on the registration, with the server's own routes given (none unless said). */
+const engineOf = (
+  things: ReturnType<typeof makeThings>,
+  options: { readonly requestTimeout?: Duration.Duration; readonly ownRoutes?: Layer.Layer<never> } = {}
+) =>
+  Effect.map(
+    Layer.build(
+      webHandlerFrom(
+        Layer.mergeAll(
+          Layer.effect(RegisteredGroups, Effect.all([registerGroup(TestApi, "things", registerThings(things))])),
+          options.ownRoutes ?? Layer.empty
+        ).pipe(Layer.provide(middlewareLive)),
+        { corsOrigins: Option.none(), requestTimeout: options.requestTimeout }
+      ).pipe(Layer.provide(Sql.SqlTest))
     ),
-    Layer.succeed(ApiHandlers, { things: things as never })
+    (context) => Context.get(context, WebHandler)
+  )
+
+/** The library's own server on the same registration. */
+const referenceOf = (things: ReturnType<typeof makeThings>) =>
+  referenceServer(
+    HttpApiBuilder.api(TestApi).pipe(
+      Layer.provide(HttpApiBuilder.group(TestApi, "things", registerThings(things))),
+      Layer.provide(middlewareLive)
+    )
   )
 
 interface Sent {
@@ -177,7 +235,9 @@ interface Sent {
   readonly body?: string
 }
 
-const requests: ReadonlyArray<readonly [Sent, { status: number; body: unknown; headers?: Record<string, string> }]> = [
+const requests: ReadonlyArray<
+  readonly [Sent, { status: number; body: unknown; headers?: Record<string, string | null> }]
+> = [
   [{ method: "GET", path: "/hello", headers: { "x-visitor": "ann" } }, {
     status: 200,
     body: { hello: "ann" },
@@ -211,11 +271,22 @@ const requests: ReadonlyArray<readonly [Sent, { status: number; body: unknown; h
   [{ method: "POST", path: "/when", headers: { "x-visitor": "ann" } }, { status: 200, body: { count: 0 } }],
   [{ method: "POST", path: "/retry", headers: { "x-visitor": "ann" } }, { status: 200, body: { count: 1 } }],
   [{ method: "GET", path: "/timeout", headers: { "x-visitor": "ann" } }, { status: 200, body: "timed out" }],
-  [{ method: "POST", path: "/order", headers: { "x-visitor": "ann" } }, { status: 200, body: ["first", "statement"] }]
+  [{ method: "POST", path: "/order", headers: { "x-visitor": "ann" } }, { status: 200, body: ["first", "statement"] }],
+  [{ method: "GET", path: "/raced", headers: { "x-visitor": "ann" } }, {
+    status: 200,
+    body: "winner",
+    headers: { "x-winner": "yes", "x-loser": null }
+  }],
+  [{ method: "GET", path: "/forked", headers: { "x-visitor": "ann" } }, {
+    status: 200,
+    body: "main",
+    headers: { "x-forked": null }
+  }],
+  [{ method: "DELETE", path: "/things/abc", headers: { "x-visitor": "ann" } }, { status: 400, body: expect.anything() }]
 ]
 
-describe("the engine against the HttpApi app, on a test-only API", () => {
-  it.scopedLive("answers every request as Effect and HttpApiBuilder say, on both paths", () =>
+describe("the engine against the library's own server, on a test-only API", () => {
+  it.scopedLive("answers every request as Effect and HttpApiBuilder say, on both", () =>
     Effect.gen(function*() {
       const visitors: Array<unknown> = []
       const capture = Logger.make(({ annotations, message }) => {
@@ -223,17 +294,11 @@ describe("the engine against the HttpApi app, on a test-only API", () => {
           visitors.push(Option.getOrUndefined(HashMap.get(annotations, "visitor")))
         }
       })
-      const serve = (pipeline: boolean) =>
-        Effect.map(
-          Layer.build(
-            webHandlerFrom(routesOf(makeThings()), { corsOrigins: Option.none(), pipeline }).pipe(
-              Layer.provide([Sql.SqlTest, Logger.replace(Logger.defaultLogger, capture)])
-            )
-          ),
-          (context) => Context.get(context, WebHandler)
-        )
-      for (const pipeline of [true, false]) {
-        const server = yield* serve(pipeline)
+      const servers = [
+        ["engine", yield* engineOf(makeThings()).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture)))],
+        ["library", yield* referenceOf(makeThings())]
+      ] as const
+      for (const [name, server] of servers) {
         for (const [sent, expected] of requests) {
           const response = yield* Effect.promise(async () =>
             server(
@@ -252,13 +317,95 @@ describe("the engine against the HttpApi app, on a test-only API", () => {
               Object.keys(expected.headers ?? {}).map((name) => [name, response.headers.get(name)])
             )
           }
-          expect(seen, `${pipeline ? "engine" : "app"}: ${sent.method} ${sent.path}`).toEqual({
+          expect(seen, `${name}: ${sent.method} ${sent.path}`).toEqual({
             headers: {},
             ...expected
           })
         }
       }
-      const named = ["ann", "slow-bo", "nobody", "ann", "ann", "ann", "ann", "ann", "ann", "ann"]
-      expect(visitors).toEqual([...named, ...named])
+      // The engine's request lines name the visitor its middleware annotated.
+      expect(visitors).toEqual(["ann", "slow-bo", "nobody", ...requests.slice(3).map(() => "ann")])
+    }))
+})
+
+describe("the rules the engine keeps, once for every request", () => {
+  /** The engine with a log capture: the message and the cause of every line. */
+  const captured = () => {
+    const lines: Array<{ readonly message: unknown; readonly cause: string }> = []
+    const logger = Logger.make(({ cause, message }) => {
+      lines.push({ message: Array.isArray(message) ? message[0] : message, cause: Cause.pretty(cause) })
+    })
+    return { lines, logger: Logger.replace(Logger.defaultLogger, logger) }
+  }
+  const send = (server: WebHandler["Type"], path: string, init: RequestInit = {}) =>
+    Effect.promise(async () => {
+      const response = await server(
+        new Request(`${ORIGIN}${path}`, { ...init, headers: { "x-visitor": "ann", ...init.headers } })
+      )
+      return { status: response.status, body: await response.json() }
+    })
+
+  it.scopedLive("REQUEST_TIMEOUT: an endpoint and one of the server's own routes past it are both 503", () =>
+    Effect.gen(function*() {
+      const ownRoutes = HttpRouter.Default.use((router) =>
+        router.get("/slow-own", Effect.as(Effect.sleep("2 seconds"), HttpServerResponse.text("late")))
+      )
+      const server = yield* engineOf(makeThings(), { requestTimeout: Duration.millis(100), ownRoutes })
+      for (const path of ["/slowly", "/slow-own"]) {
+        const answer = yield* send(server, path)
+        expect({ path, ...answer }).toEqual({
+          path,
+          status: 503,
+          body: { code: "unavailable", message: expect.stringContaining("did not finish"), status: 503 }
+        })
+      }
+    }))
+
+  it.scopedLive("a body on a request whose endpoint declares none is refused, however the request says so", () =>
+    Effect.gen(function*() {
+      const things = makeThings()
+      const server = yield* engineOf(things)
+      // Made in process: no Content-Length, a body all the same.
+      const answer = yield* send(server, "/things/1", { method: "DELETE", body: "{}" })
+      expect(answer).toMatchObject({ status: 400, body: { code: "bad_request" } })
+      expect(things.stored(1)).toBe(true)
+      expect(yield* send(server, "/things/abc", { method: "DELETE" })).toMatchObject({
+        status: 400,
+        body: { code: "invalid_path" }
+      })
+    }))
+
+  it.scopedLive("a defect anywhere in a cause is a 500, logged with the whole cause; so is an interruption it made", () =>
+    Effect.gen(function*() {
+      const { lines, logger } = captured()
+      const server = yield* engineOf(makeThings()).pipe(Effect.provide(logger))
+      for (const path of ["/fail-twice", "/self-interrupted"]) {
+        expect(yield* send(server, path)).toEqual({
+          status: 500,
+          body: { code: "internal_error", message: expect.any(String), status: 500 }
+        })
+      }
+      const failures = lines.filter((line) => line.message === "unexpected failure")
+      expect(failures).toHaveLength(2)
+      expect(failures[0].cause).toContain("first")
+      expect(failures[0].cause).toContain("then a defect")
+      expect(failures[1].cause).toContain("interrupted")
+    }))
+
+  it.live("closing the server's scope interrupts the requests in flight: 503 shutting down, nothing left running", () =>
+    Effect.gen(function*() {
+      const things = makeThings()
+      const scope = yield* Scope.make()
+      const server = yield* engineOf(things).pipe(Scope.extend(scope))
+      const pending = server(new Request(`${ORIGIN}/slowly`, { headers: { "x-visitor": "ann" } }))
+      expect(pending).toBeInstanceOf(Promise)
+      yield* Effect.sleep("10 millis")
+      yield* Scope.close(scope, Exit.void)
+      expect(things.interrupted()).toBe(1)
+      const response = yield* Effect.promise(async () => pending)
+      expect({ status: response.status, body: yield* Effect.promise(() => response.json()) }).toEqual({
+        status: 503,
+        body: { code: "unavailable", message: "The server is shutting down.", status: 503 }
+      })
     }))
 })

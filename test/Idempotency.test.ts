@@ -127,16 +127,16 @@ describeBackends((backend) => {
         expect(yield* countPets(app)).toBe(1)
       }))
 
-    it.scoped("the HttpApi app answers alike: replay, 422, 400 invalid_header", () =>
+    it.scoped("the library's own server on the same registration answers alike: replay, 422, 400", () =>
       Effect.gen(function*() {
-        const app = yield* appWith(backend, {}, { pipeline: false })
+        const app = yield* appWith(backend, {}, { reference: true })
         const first = yield* create(app, REX, "app")
         expect(first.status).toBe(201)
         const again = yield* create(app, REX, "\"app\"")
         expect(again.headers.get("idempotent-replayed")).toBe("true")
         expect(again.headers.get("location")).toBe(first.headers.get("location"))
         expect((yield* create(app, { ...REX, name: "Max" }, "app")).status).toBe(422)
-        expect(yield* json(yield* create(app, REX, "a b"))).toMatchObject({ code: "invalid_header", status: 400 })
+        expect((yield* create(app, REX, "a b")).status).toBe(400)
         expect(yield* countPets(app)).toBe(1)
       }))
 

@@ -1,26 +1,26 @@
 /**
- * What the pipeline promises beyond answering as the HttpApi app does (test/Pipeline.test.ts): it serves every endpoint
- * of the declaration itself, runs the declaration's middleware so that a handler can read what they provide, ends a
- * request whose client goes away, and answers a body that never arrives.
+ * What the pipeline promises beyond answering as the library's server does (test/Pipeline.test.ts): it serves every
+ * endpoint of the declaration itself, runs the declaration's middleware so that a handler can read what they provide,
+ * ends a request whose client goes away, and answers a body that never arrives.
  */
-import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApi, HttpApiBuilder, HttpApiEndpoint, type HttpApiError, HttpApiGroup } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Duration, Effect, Either, FastCheck as fc, Layer, Option, Redacted, Schema } from "effect"
-import { ServedApi } from "../src/Api.js"
 import { Authorization, CurrentApiKey } from "../src/Auth/Api.js"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { AuthorizationLive } from "../src/Auth/Http.js"
 import * as Sql from "../src/Database/Sql.js"
 import { CreatePetHeaders } from "../src/Domain/Idempotency.js"
-import { RoutesLive } from "../src/Http.js"
+import { GroupsLive, RoutesLive } from "../src/Http.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { deriveRoutes } from "../src/Serving/Derive.js"
-import { ApiHandlers } from "../src/Serving/Handlers.js"
+import { RegisteredGroups, registerGroup } from "../src/Serving/Registration.js"
 import { queryOf } from "../src/Serving/Url.js"
 import { WebHandler, webHandlerFrom } from "../src/Serving/WebHandler.js"
 import { describeBackends } from "./support/backends.js"
 import { ORIGIN, servers } from "./support/http.js"
+import { referenceServer } from "./support/reference.js"
 
 describeBackends((backend) => {
   describe("deriving the pipeline", () => {
@@ -28,17 +28,12 @@ describeBackends((backend) => {
       Effect.gen(function*() {
         const database = Sql.layer(yield* backend.freshDatabase)
         const context = yield* Layer.build(
-          RoutesLive(servers).pipe(
+          GroupsLive.pipe(
             Layer.provide([PetsRepo.Default, ApiKeys.Default, Lifecycle.Default]),
             Layer.provide(database)
           )
         )
-        const { context: middleware } = Context.get(context, HttpApi.Api)
-        const derived = deriveRoutes(
-          ServedApi as unknown as HttpApi.HttpApi.AnyWithProps,
-          Context.get(context, ApiHandlers),
-          middleware
-        )
+        const derived = deriveRoutes(Context.get(context, RegisteredGroups))
         expect(derived.unserved).toEqual([])
         expect(derived.routes.map((route) => `${route.method} ${route.path}`).sort()).toEqual(
           ["GET /v1/pets", "GET /v1/pets/:petId", "POST /v1/pets"]
@@ -54,37 +49,35 @@ class WhoApi extends HttpApiGroup.make("who", { topLevel: true })
 {}
 const TestApi = HttpApi.make("test").add(WhoApi).prefix("/v1")
 
-const who = {
-  whoAmI: () => Effect.map(CurrentApiKey, (key) => ({ keyId: key.id }))
-}
-
-const testRoutes = Layer.mergeAll(
-  HttpApiBuilder.api(TestApi).pipe(
-    Layer.provide(HttpApiBuilder.group(TestApi, "who", (handlers) => handlers.handle("whoAmI", who.whoAmI))),
-    Layer.provide(AuthorizationLive)
-  ),
-  Layer.succeed(ApiHandlers, { who })
-)
+const registerWho = (
+  handlers: HttpApiBuilder.Handlers.FromGroup<HttpApiError.HttpApiDecodeError, never, typeof WhoApi>
+) => handlers.handle("whoAmI", () => Effect.map(CurrentApiKey, (key) => ({ keyId: key.id })))
 
 describe("a handler reading what middleware provide", () => {
-  it.scoped("reads CurrentApiKey alike through the pipeline, the HttpApi app and Bun's routes", () =>
+  it.scoped("reads CurrentApiKey alike through the engine, the library's server and Bun's routes", () =>
     Effect.gen(function*() {
       const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
-      const build = (pipeline: boolean) =>
-        Effect.map(
-          Layer.build(
-            webHandlerFrom(testRoutes, { corsOrigins: Option.none(), pipeline }).pipe(
-              Layer.provide(ApiKeys.Default),
-              Layer.provide(database)
-            )
-          ),
-          (context) => Context.get(context, WebHandler)
+      const groups = Layer.effect(RegisteredGroups, Effect.all([registerGroup(TestApi, "who", registerWho)]))
+      const pipeline = yield* Effect.map(
+        Layer.build(
+          webHandlerFrom(groups.pipe(Layer.provide(AuthorizationLive)), { corsOrigins: Option.none() }).pipe(
+            Layer.provide(ApiKeys.Default),
+            Layer.provide(database)
+          )
+        ),
+        (context) => Context.get(context, WebHandler)
+      )
+      const app = yield* referenceServer(
+        HttpApiBuilder.api(TestApi).pipe(
+          Layer.provide(HttpApiBuilder.group(TestApi, "who", registerWho)),
+          Layer.provide(AuthorizationLive),
+          Layer.provide(ApiKeys.Default),
+          Layer.provide(database)
         )
+      )
       const keys = Context.get(yield* Layer.build(ApiKeys.Default.pipe(Layer.provide(database))), ApiKeys)
       const created = yield* keys.create("who")
       const init = { headers: { authorization: `Bearer ${Redacted.value(created.key)}` } }
-      const pipeline = yield* build(true)
-      const app = yield* build(false)
       const server = yield* Effect.acquireRelease(
         Effect.sync(() => Bun.serve({ hostname: "127.0.0.1", port: 0, routes: pipeline.routes, fetch: pipeline })),
         (server) => Effect.promise(() => server.stop(true))
@@ -119,7 +112,7 @@ describe("requests that end early", () => {
     )
 
   /** The application on that repository, and a key: its list requests wait until interrupted. */
-  const waitingServer = (options: { readonly pipeline?: boolean; readonly requestTimeout?: Duration.Duration }) =>
+  const waitingServer = (options: { readonly requestTimeout?: Duration.Duration }) =>
     Effect.gen(function*() {
       const started = yield* Deferred.make<void>()
       const interrupted = yield* Deferred.make<void>()
@@ -137,20 +130,19 @@ describe("requests that end early", () => {
       return { started, interrupted, key, server: Context.get(context, WebHandler) }
     })
 
-  for (const pipeline of [true, false]) {
-    it.live(`a client that goes away interrupts the request's fiber (${pipeline ? "pipeline" : "HttpApi app"})`, () =>
-      Effect.scoped(Effect.gen(function*() {
-        const { interrupted, key, server, started } = yield* waitingServer({ pipeline })
-        const controller = new AbortController()
-        const answer = server(
-          new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` }, signal: controller.signal })
-        )
-        expect(answer).toBeInstanceOf(Promise)
-        yield* Deferred.await(started)
-        controller.abort()
-        yield* Deferred.await(interrupted).pipe(Effect.timeout("5 seconds"))
-      })))
-  }
+  it.live("a client that goes away interrupts the request's fiber", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { interrupted, key, server, started } = yield* waitingServer({})
+      const controller = new AbortController()
+      const answer = server(
+        new Request(`${ORIGIN}/v1/pets`, { headers: { authorization: `Bearer ${key}` }, signal: controller.signal })
+      )
+      expect(answer).toBeInstanceOf(Promise)
+      yield* Deferred.await(started)
+      controller.abort()
+      yield* Deferred.await(interrupted).pipe(Effect.timeout("5 seconds"))
+      expect((yield* Effect.promise(async () => answer)).status).toBe(499)
+    })))
 
   it.live("a request past REQUEST_TIMEOUT is interrupted and answered 503 unavailable, with Retry-After", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -228,13 +220,15 @@ class HeadersApi extends HttpApiGroup.make("headers", { topLevel: true })
 const HeadersTestApi = HttpApi.make("headers").add(HeadersApi)
 
 describe("the headers", () => {
-  const derived = deriveRoutes(
-    HeadersTestApi as unknown as HttpApi.HttpApi.AnyWithProps,
-    {
-      headers: { named: () => Effect.succeed("ok"), keyed: () => Effect.succeed("ok"), any: () => Effect.succeed("ok") }
-    },
-    Context.empty()
-  )
+  const derived = deriveRoutes([
+    Effect.runSync(
+      registerGroup(HeadersTestApi, "headers", (handlers) =>
+        handlers
+          .handle("named", () => Effect.succeed("ok"))
+          .handle("keyed", () => Effect.succeed("ok"))
+          .handle("any", () => Effect.succeed("ok")))
+    )
+  ])
 
   it("are read by the names the endpoint declares, as HttpApi reads them from a record of all of them", () => {
     const named = derived.routes.find((route) => route.name === "named")!
@@ -283,7 +277,7 @@ describe("the headers", () => {
     )
   })
 
-  it("of any name, as a record, leave the endpoint to the HttpApi app: it is listed as not served, with why", () => {
+  it("of any name, as a record, are an endpoint the engine does not serve: it is listed, with why (no start)", () => {
     expect(derived.unserved).toEqual([{
       endpoint: "headers.any",
       reason: "its headers are not a struct of named headers"

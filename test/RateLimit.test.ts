@@ -89,9 +89,9 @@ describeBackends((backend) => {
           .toBe(0)
       }))
 
-    it.scoped("the HttpApi app counts and states the quota alike", () =>
+    it.scoped("the library's own server on the same registration counts and states the quota alike", () =>
       Effect.gen(function*() {
-        const app = yield* appWith(backend, { RATE_LIMIT: "2/minute" }, { pipeline: false })
+        const app = yield* appWith(backend, { RATE_LIMIT: "2/minute" }, { reference: true })
         expect(fieldOf(yield* list(app), "ratelimit").params.r).toBe(1)
         expect(fieldOf(yield* list(app), "ratelimit").params.r).toBe(0)
         const refused = yield* list(app)

@@ -26,6 +26,7 @@ export type ErrorCode =
   | "uri_too_long"
   | "internal_error"
   | "unavailable"
+  | "client_closed_request"
 
 const fields = { code: Schema.String, message: Schema.String }
 

@@ -1,14 +1,13 @@
 /**
- * The catalogue's handlers: each takes the decoded request, asks the repository, and adds the headers the contract
- * gives the answer (`Location`, `Link`, `Idempotent-Replayed`, a 409's `Retry-After`, the deprecation headers).
+ * The catalogue's handlers, registered with `HttpApiBuilder.group`: each takes the decoded request, asks the
+ * repository, and adds the headers the contract gives the answer (`Location`, `Link`, `Idempotent-Replayed`, a 409's
+ * `Retry-After`, the deprecation headers).
  */
-import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
-import { BASE_PATH, ServedApi } from "../Api.js"
+import { BASE_PATH, type GroupHandlers } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { petNotFound } from "../Domain/Errors.js"
-import type { CreatePetHeaders } from "../Domain/Idempotency.js"
-import { LIMIT_DEFAULT, type ListPetsQuery, type NewPet, type PetId } from "../Domain/Pet.js"
+import { LIMIT_DEFAULT } from "../Domain/Pet.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
@@ -17,68 +16,52 @@ import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
 
-export class PetsHandlers extends Effect.Service<PetsHandlers>()("Pets/Handlers", {
-  effect: Effect.gen(function*() {
+/** The pets group's registration: `HttpApiBuilder.group(ServedApi, "pets", registerPets)`. */
+export const registerPets = (handlers: GroupHandlers<"pets">) =>
+  Effect.gen(function*() {
     const repo = yield* PetsRepo
     const idempotency = yield* Idempotency
-
-    const listPets = ({ urlParams }: { readonly urlParams: ListPetsQuery }) =>
-      Effect.gen(function*() {
-        const limit = urlParams.limit ?? LIMIT_DEFAULT
-        const page = yield* orUnavailable(repo.list({ ...urlParams, limit }))
-        if (page.more) {
-          // The next page keeps the limit and the status filter.
-          const next = new URLSearchParams({ limit: String(limit) })
-          if (urlParams.status !== undefined) next.set("status", urlParams.status)
-          next.set("after", String(page.pets.at(-1)!.id))
-          yield* addResponseHeaders({ link: `<${PETS_PATH}?${next}>; rel="next"` })
-        }
-        return page.pets
-      })
-
-    /** With an `Idempotency-Key`, scoped to the API key: the pet made now, or the one the key's first create made. */
-    const createPet = ({ headers, payload }: { readonly headers: CreatePetHeaders; readonly payload: NewPet }) =>
-      Effect.gen(function*() {
-        const key = headers["idempotency-key"]
-        if (key === undefined) {
-          const pet = yield* orUnavailable(repo.create(payload))
-          yield* addResponseHeaders({ location: `${PETS_PATH}/${pet.id}` })
-          return pet
-        }
-        const { id } = yield* CurrentApiKey
-        const { _tag, pet } = yield* orUnavailable(idempotency.create(id, key, payload)).pipe(
-          Effect.tapErrorTag(
-            "IdempotencyKeyInUse",
-            () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
+    return handlers
+      .handle("listPets", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const limit = urlParams.limit ?? LIMIT_DEFAULT
+          const page = yield* orUnavailable(repo.list({ ...urlParams, limit }))
+          if (page.more) {
+            // The next page keeps the limit and the status filter.
+            const next = new URLSearchParams({ limit: String(limit) })
+            if (urlParams.status !== undefined) next.set("status", urlParams.status)
+            next.set("after", String(page.pets.at(-1)!.id))
+            yield* addResponseHeaders({ link: `<${PETS_PATH}?${next}>; rel="next"` })
+          }
+          return page.pets
+        }))
+      // With an `Idempotency-Key`, scoped to the API key: the pet made now, or the one the key's first create made.
+      .handle("createPet", ({ headers, payload }) =>
+        Effect.gen(function*() {
+          const key = headers["idempotency-key"]
+          if (key === undefined) {
+            const pet = yield* orUnavailable(repo.create(payload))
+            yield* addResponseHeaders({ location: `${PETS_PATH}/${pet.id}` })
+            return pet
+          }
+          const { id } = yield* CurrentApiKey
+          const { _tag, pet } = yield* orUnavailable(idempotency.create(id, key, payload)).pipe(
+            Effect.tapErrorTag(
+              "IdempotencyKeyInUse",
+              () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
+            )
           )
-        )
-        const location = `${PETS_PATH}/${pet.id}`
-        yield* addResponseHeaders(_tag === "Created" ? { location } : { location, "idempotent-replayed": "true" })
-        return pet
-      })
-
-    const getPet = ({ path }: { readonly path: { readonly petId: PetId } }) =>
-      Effect.gen(function*() {
-        const found = yield* orUnavailable(repo.findById(path.petId))
-        if (Option.isNone(found)) return yield* petNotFound(path.petId)
-        return found.value
-      })
-
-    return { listPets, createPet, getPet } as const
-  }),
-  dependencies: [Idempotency.Default]
-}) {}
-
-export const PetsHttpLive = HttpApiBuilder.group(
-  ServedApi,
-  "pets",
-  (handlers) =>
-    Effect.map(PetsHandlers, (pets) =>
-      handlers
-        .handle("listPets", pets.listPets)
-        .handle("createPet", pets.createPet)
-        .handle("getPet", pets.getPet))
-)
+          const location = `${PETS_PATH}/${pet.id}`
+          yield* addResponseHeaders(_tag === "Created" ? { location } : { location, "idempotent-replayed": "true" })
+          return pet
+        }))
+      .handle("getPet", ({ path }) =>
+        Effect.gen(function*() {
+          const found = yield* orUnavailable(repo.findById(path.petId))
+          if (Option.isNone(found)) return yield* petNotFound(path.petId)
+          return found.value
+        }))
+  })
 
 /** Every answer of getPet, whatever its status, announces the deprecation. */
 export const DeprecationLive = Layer.succeed(
@@ -89,3 +72,6 @@ export const DeprecationLive = Layer.succeed(
     link: `<${PETS_PATH}>; rel="successor-version"`
   })
 )
+
+/** What the registration needs: the repository, idempotent creates, and the middleware of the group's endpoints. */
+export const PetsDependencies = Layer.mergeAll(Idempotency.Default, DeprecationLive)

@@ -39,8 +39,8 @@ export const refusalAnswer = (refusal: Refusals.Refusal, annotations?: Readonly<
 
 /**
  * The answer a finished request gives: its success as the endpoint encodes it (a response the handler made is kept as
- * it is), a refusal, a declared error as the endpoint encodes it, a 503 for an interrupted request; else `undefined`
- * (a failure nobody declared).
+ * it is), a refusal, a declared error as the endpoint encodes it; else `undefined`: a failure nobody declared, a cause
+ * with a defect anywhere in it, or an interruption the request's own effects made (each a bug, logged whole).
  */
 export const answerFromExit = (
   route: EndpointRoute,
@@ -52,7 +52,7 @@ export const answerFromExit = (
       ? exit.value
       : json(route.successStatus, route.encodeSuccess(exit.value), annotations)
   }
-  if (Cause.isInterruptedOnly(exit.cause)) return refusalAnswer(Refusals.shuttingDown, annotations)
+  if (Cause.isDie(exit.cause)) return undefined
   const failure = Cause.failureOption(exit.cause)
   if (Option.isNone(failure)) return undefined
   if (failure.value instanceof Refusals.Refused) return refusalAnswer(failure.value.refusal, annotations)

@@ -1,17 +1,19 @@
 /**
- * The routes of the request pipeline, derived from the `HttpApi` declaration and nothing else: for each endpoint its
- * method and path, decoders made from its own path, query, header and payload schemas, the middleware the declaration
- * puts on it (with the implementations the HttpApi app itself runs), its handler, the status and encoding of its
- * success, and the status and encoding of each error it declares. Nothing about an endpoint is written here.
+ * The routes of the request pipeline, derived from the `HttpApi` declaration and the handlers its groups' registrations
+ * hand over (`Registration.ts`), and nothing else: for each endpoint its method and path, decoders made from its own
+ * path, query, header and payload schemas, the middleware the declaration puts on it (with the implementations the
+ * registration was given), its handler, the status and encoding of its success, and the status and encoding of each
+ * error it declares. Nothing about an endpoint is written here.
  *
- * Deriving is pure: it returns the routes and, for every endpoint it could not serve exactly as the HttpApi app would,
- * the reason. A test keeps that list empty.
+ * Deriving is pure: it returns the routes and, for every endpoint it could not serve exactly as `HttpApiBuilder` would,
+ * the reason; the engine then refuses to start.
  */
 import { type HttpApi, type HttpApiEndpoint, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
-import { Context, Either, Option, type ParseResult, Schema } from "effect"
+import { Context, Effect, Either, Option, type ParseResult, Schema } from "effect"
 import type * as AST from "effect/SchemaAST"
-import type { AnyHandler, ApiHandlers } from "./Handlers.js"
+import type { AnyHandler } from "./Handlers.js"
 import { makeMiddleware } from "./Middleware.js"
+import type { RegisteredGroup } from "./Registration.js"
 
 /** Whether encoding a value of this schema changes it (else the value is its own JSON form). */
 const transforms = (ast: AST.AST): boolean => {
@@ -84,9 +86,14 @@ const makeRoute = (
   api: HttpApi.HttpApi.AnyWithProps,
   group: HttpApiGroup.HttpApiGroup.AnyWithProps,
   endpoint: HttpApiEndpoint.HttpApiEndpoint.AnyWithProps,
-  handler: AnyHandler,
-  middleware: ReadonlyArray<ReturnType<typeof makeMiddleware>>
+  served: {
+    readonly handler: AnyHandler
+    readonly middleware: ReadonlyArray<ReturnType<typeof makeMiddleware>>
+    /** The context the registration ran in: what the handler's requests run with, below their own services. */
+    readonly context: Context.Context<never>
+  }
 ) => {
+  const { context, handler, middleware } = served
   const [success] = membersOf(endpoint.successSchema)
   const headerNames = Option.isNone(endpoint.headersSchema)
     ? []
@@ -118,6 +125,7 @@ const makeRoute = (
     /** The middleware in the order they run (the first is the outermost, as HttpApi nests them). */
     middleware,
     handler,
+    context,
     successStatus: HttpApiSchema.getStatusSuccess(success),
     /** The success's JSON text, or null for an empty body. */
     encodeSuccess: success.ast._tag === "VoidKeyword"
@@ -138,34 +146,35 @@ const makeRoute = (
 export type EndpointRoute = ReturnType<typeof makeRoute>
 
 /**
- * The routes of `api`, given the handlers of its groups and the context holding its middleware implementations (the
- * context the HttpApi app is built with), and the endpoints it cannot serve with the reason.
+ * The routes of the registered groups: each endpoint a registration handed a handler for, with the middleware the
+ * declaration puts on it (their implementations from the registration's context, as `HttpApiBuilder` takes them), or,
+ * for each endpoint the engine cannot serve exactly as `HttpApiBuilder` would, the reason.
  */
-export const deriveRoutes = (
-  api: HttpApi.HttpApi.AnyWithProps,
-  handlers: Context.Tag.Service<ApiHandlers>,
-  middlewareContext: Context.Context<never>
-) => {
+export const deriveRoutes = (groups: ReadonlyArray<RegisteredGroup>) => {
   const routes: Array<EndpointRoute> = []
   const unserved: Array<{ readonly endpoint: string; readonly reason: string }> = []
-  for (const group of Object.values(api.groups)) {
-    for (const endpoint of Object.values(group.endpoints)) {
-      const handler = handlers[group.identifier]?.[endpoint.name]
+  for (const { api, context, handlers } of groups) {
+    const group = handlers.group
+    for (const item of handlers.handlers) {
+      const endpoint = item.endpoint as HttpApiEndpoint.HttpApiEndpoint.AnyWithProps
       // Middleware, outermost first: HttpApi nests the API's, then the group's and the endpoint's, each later one
       // around the earlier ones.
       const declared = [...api.middlewares].reverse().concat([...group.middlewares, ...endpoint.middlewares].reverse())
-      const missing = declared.find((tag) => Option.isNone(Context.getOption(middlewareContext, tag as never)))
-      const reason = handler === undefined
-        ? "no handler is given for it"
-        : missing !== undefined
+      const missing = declared.find((tag) => Option.isNone(Context.getOption(context, tag as never)))
+      const reason = missing !== undefined
         ? `the implementation of the middleware ${missing.key} is not provided`
+        : item.withFullRequest && Option.isSome(endpoint.payloadSchema)
+        ? "its handler reads the request's body itself (handleRaw)"
         : unservable(endpoint)
       if (reason !== undefined) unserved.push({ endpoint: `${group.identifier}.${endpoint.name}`, reason })
       else {
-        const middleware = declared.map((tag) =>
-          makeMiddleware(tag, Context.unsafeGet(middlewareContext, tag as never))
-        )
-        routes.push(makeRoute(api, group, endpoint, handler!, middleware))
+        const middleware = declared.map((tag) => makeMiddleware(tag, Context.unsafeGet(context, tag as never)))
+        const handler = item.handler as AnyHandler
+        routes.push(makeRoute(api, group, endpoint, {
+          handler: item.uninterruptible ? (request) => Effect.uninterruptible(handler(request)) : handler,
+          middleware,
+          context
+        }))
       }
     }
   }

@@ -27,11 +27,20 @@ export const headRefusal = (url: string, headers: Headers): Refusals.Refusal | u
 export const targetRefusal = (url: string): Refusals.Refusal | undefined =>
   url.includes("#") ? Refusals.fragment : undefined
 
-/** What to do with the body, from the head alone: nothing (there is none), read it, or refuse the request unread. */
-export const bodyPlan = (takesBody: boolean, method: string, headers: Headers): "none" | "read" | Refusals.Refusal => {
+/**
+ * What to do with the body, before reading it: nothing (there is none), read it, or refuse the request unread. A
+ * request has a body when it says so (`Content-Length`, `Transfer-Encoding`) or carries one (a `Request` made in
+ * process need not say so).
+ */
+export const bodyPlan = (
+  takesBody: boolean,
+  { body, headers, method }: Request
+): "none" | "read" | Refusals.Refusal => {
   const length = headers.get("content-length")
   if (!takesBody) {
-    return Number(length ?? 0) > 0 || headers.has("transfer-encoding") ? Refusals.bodyOnMethod(method) : "none"
+    return Number(length ?? 0) > 0 || headers.has("transfer-encoding") || body !== null
+      ? Refusals.bodyOnMethod(method)
+      : "none"
   }
   if (length !== null && Number(length) > MAX_BODY_BYTES) return Refusals.payloadTooLarge
   if (!isJsonMediaType(headers.get("content-type")) && Number(length ?? 0) > 0) return Refusals.unsupportedMediaType

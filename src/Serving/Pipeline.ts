@@ -3,18 +3,31 @@
  * per route from what `Derive.ts` derived; a request only supplies its input, decoded by the endpoint's own schemas in
  * HttpApi's order (path, payload, headers, query) before its fiber starts, as decoding is pure. As in HttpApi, the
  * middleware run before the decoded request is looked at (an unauthenticated request is a 401 whatever its query), a
- * failure is encoded as the endpoint declares it, and the headers the request's effects added
- * (`ResponseHeaders.addResponseHeaders`, or the platform's pre-response handlers) apply to the answer, whatever its
- * outcome. A failure nobody declared is a logged 500, an interrupted request a 503.
+ * failure is encoded as the endpoint declares it, and the platform's pre-response handlers (what
+ * `ResponseHeaders.addResponseHeaders` adds) apply to the answer, whatever its outcome. A failure nobody declared, or
+ * any defect, is a 500 logged with its whole cause; an interrupted request is answered for what interrupted it: the
+ * deadline (503), the client going away, the server's scope closing (503, shutting down).
  *
- * The fiber starts with a context of the request's own: the request, the annotations its log lines carry (its request
- * id for every fiber it starts: the runtime's loggers read it there, `Logging.withRequestAnnotations`), its server
- * span. A fiber that finishes at once (a read on SQLite's synchronous driver) is answered at once; any other is awaited.
+ * The fiber starts with a context of the request's own over the registration's (`Registration.ts`): the request, the
+ * annotations its log lines carry (its request id for every fiber it starts: the runtime's loggers read it there,
+ * `Logging.withRequestAnnotations`), its server span. A fiber that finishes at once (a read on SQLite's synchronous
+ * driver) is answered at once; any other joins the pipeline's `FiberSet`, owned by the server's scope, and is awaited.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Context, Duration, Effect, Either, Exit, FiberRef, Option, ParseResult, Runtime, Tracer } from "effect"
+import {
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  FiberRef,
+  FiberSet,
+  Option,
+  ParseResult,
+  Runtime,
+  Tracer
+} from "effect"
 import { RequestLogContext } from "../Operations/Logging.js"
-import { CollectedHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer, type Served } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
@@ -38,8 +51,6 @@ export interface PipelineRequest {
 /** What a request's fiber reads of it besides its services. */
 export class RequestInput extends Context.Tag("Serving/RequestInput")<RequestInput, {
   readonly request: HttpServerRequest.HttpServerRequest
-  /** The headers its answer carries, as handlers and middleware add them (`ResponseHeaders.CollectedHeaders`). */
-  readonly added: Record<string, string>
   /** The request as its log lines name it (`Logging.RequestLogContext`). */
   readonly log: { readonly requestId: string; readonly annotations: Record<string, unknown> }
   /** The request as the endpoint's decoders made it, or why they refused it (answered once the middleware passed). */
@@ -93,21 +104,17 @@ const decodeRequest = (
   return decoded
 }
 
-/** The answer with the headers the request's effects added, once any pre-response handler has seen it. */
+/** The answer once the request's pre-response handlers (the headers its effects added) have seen it. */
 const finishAnswer = (
-  { added, log: { annotations }, request }: RequestInput["Type"],
+  { log: { annotations }, request }: RequestInput["Type"],
   made: Answer | HttpServerResponse.HttpServerResponse
 ): Effect.Effect<Served> =>
   FiberRef.getWith(HttpApp.currentPreResponseHandlers, (handler): Effect.Effect<Served> => {
     const run = (response: HttpServerResponse.HttpServerResponse) =>
       Option.isNone(handler) ? Effect.succeed(response) : Effect.orDie(handler.value(request, response))
     if (HttpServerResponse.isServerResponse(made)) {
-      return Effect.map(run(HttpServerResponse.setHeaders(made, added)), (response) => ({
-        response: HttpServerResponse.toWeb(response),
-        annotations
-      }))
+      return Effect.map(run(made), (response) => ({ response: HttpServerResponse.toWeb(response), annotations }))
     }
-    Object.assign(made.headers, added)
     if (Option.isNone(handler)) return Effect.succeed(made)
     // A pre-response handler sees the answer as a response, whose status and headers it may change.
     return Effect.map(run(HttpServerResponse.empty({ status: made.status, headers: made.headers })), (finished) => ({
@@ -140,57 +147,76 @@ const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
   }) as Effect.Effect<Served>
 }
 
+/** Why a request's fiber was interrupted from outside, when it was. */
+type Interruption = "deadline" | "client gone" | undefined
+
 /**
- * The pipeline over the routes, on the given runtime (its logger, its services). A client that goes away interrupts
+ * The pipeline over the routes, on the given runtime (its logger, its services), its waiting fibers in `fibers` (the
+ * server's scope closes it, interrupting them; `closing` says when it has begun to). A client that goes away interrupts
  * the request's fiber; past `requestTimeout` it is interrupted and answered 503.
  */
 export const makePipeline = (
   runtime: Runtime.Runtime<never>,
   routes: ReadonlyArray<EndpointRoute>,
-  requestTimeout: Duration.Duration
+  requestTimeout: Duration.Duration,
+  fibers: { readonly set: FiberSet.FiberSet; readonly closing: () => boolean }
 ) => {
-  const programs = new Map(routes.map((route) => [route, makeProgram(route)]))
-  const { context: { unsafeMap: baseServices }, fiberRefs, runtimeFlags } = runtime
+  const { context: { unsafeMap: runtimeServices }, fiberRefs, runtimeFlags } = runtime
+  // Each route's base services: the registration's, under the runtime's (as HttpApiBuilder merges them).
+  const prepared = new Map(routes.map((route) => [route, {
+    program: makeProgram(route),
+    services: new Map([...route.context.unsafeMap, ...runtimeServices])
+  }]))
   const timeoutMillis = Duration.toMillis(requestTimeout)
 
   return (route: EndpointRoute, input: PipelineRequest): Served | Promise<Served> => {
+    const { program, services: base } = prepared.get(route)!
     const request = HttpServerRequest.fromWeb(input.request)
     const log = { requestId: input.requestId, annotations: {} }
-    const added: Record<string, string> = {}
-    const services = new Map(baseServices)
-    services.set(RequestInput.key, { request, added, log, decoded: decodeRequest(route, input, request) })
+    const services = new Map(base)
+    services.set(RequestInput.key, { request, log, decoded: decodeRequest(route, input, request) })
     services.set(HttpServerRequest.HttpServerRequest.key, request)
     services.set(HttpServerRequest.ParsedSearchParams.key, input.query)
     services.set(RequestLogContext.key, log)
-    services.set(CollectedHeaders.key, added)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const fiber = Runtime.runFork(
       Runtime.make({ context: Context.unsafeMake(services), fiberRefs, runtimeFlags })
-    )(programs.get(route)!)
+    )(program)
 
-    /** What the fiber's exit is answered with: its answer, or a 503 when it was interrupted (a 500 if it died). */
-    const answerOf = (exit: Exit.Exit<Served>, late: boolean): Served =>
+    /** What the fiber's exit is answered with: its answer, or why it was interrupted. */
+    const answerOf = (exit: Exit.Exit<Served>, interruption: Interruption): Served =>
       Exit.isSuccess(exit) ? exit.value : refusalAnswer(
-        late ? Refusals.deadlineExceeded : Exit.isInterrupted(exit) ? Refusals.shuttingDown : Refusals.internalError,
+        interruption === "deadline"
+          ? Refusals.deadlineExceeded
+          : interruption === "client gone"
+          ? Refusals.clientGone
+          : fibers.closing()
+          ? Refusals.shuttingDown
+          : Refusals.internalError,
         log.annotations
       )
     const done = fiber.unsafePoll()
-    if (done !== null) return answerOf(done, false)
+    if (done !== null) return answerOf(done, undefined)
     // Only a request that waits needs its deadline kept, and its client's going away noticed.
+    FiberSet.unsafeAdd(fibers.set, fiber)
     const signal = input.request.signal
-    const abort = () => fiber.unsafeInterruptAsFork(fiber.id())
-    let late = false
-    const deadline = setTimeout(() => {
-      late = true
-      abort()
-    }, timeoutMillis - (performance.now() - input.started))
+    let interruption: Interruption
+    const interrupt = (why: Interruption) => () => {
+      interruption ??= why
+      fiber.unsafeInterruptAsFork(fiber.id())
+    }
+    const abort = interrupt("client gone")
+    const deadline = setTimeout(interrupt("deadline"), timeLeft(input.started, timeoutMillis))
     signal.addEventListener("abort", abort, { once: true })
     return new Promise((resolve) =>
       fiber.addObserver((exit) => {
         clearTimeout(deadline)
         signal.removeEventListener("abort", abort)
-        resolve(answerOf(exit, late))
+        resolve(answerOf(exit, interruption))
       })
     )
   }
 }
+
+/** `REQUEST_TIMEOUT`'s rule, for every request whatever serves it: the time left, counted from its arrival. */
+export const timeLeft = (started: number, timeoutMillis: number) => timeoutMillis - (performance.now() - started)

@@ -69,6 +69,8 @@ export const internalError = refusal(
   "internal_error",
   "The server failed to answer this request; it has been logged."
 )
+/** A request whose client went away before its answer: the answer reaches no one; its log line says what happened. */
+export const clientGone = refusal(499, "client_closed_request", "The client closed the request before its answer.")
 export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.", UNAVAILABLE_HEADERS)
 export const deadlineExceeded = refusal(
   503,

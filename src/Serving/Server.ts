@@ -3,7 +3,7 @@
  * `routes`) and what the tests call in-process. Its stages, in order, for every request whichever way Bun routed it:
  *
  *   head and target gate → route table (404) → CORS preflight → 405 → body gate → the endpoint's pipeline (or, for the
- *   server's own routes, the HttpApi app) → the server's headers (request id, protective headers, CORS) → the log line.
+ *   server's own routes, the platform's router) → the server's headers (request id, protective headers, CORS) → the log line.
  */
 import { randomUUID } from "node:crypto"
 import type { ObservabilityHooks, RequestObservation } from "../Observability/Hooks.js"
@@ -18,7 +18,7 @@ import type { RequestLogger } from "./RequestLog.js"
 import type { RouteTable } from "./RouteTable.js"
 import { pathOf, queryOf } from "./Url.js"
 
-/** What serves a method of a path: a declared endpoint, or the HttpApi app (the server's own routes). */
+/** What serves a method of a path: a declared endpoint, or the platform's router (the server's own routes). */
 export type Target = { readonly _tag: "Endpoint"; readonly route: EndpointRoute } | { readonly _tag: "App" }
 
 /** What every response carries besides its request id (a route may set its own `Cache-Control`). */
@@ -41,16 +41,16 @@ const addCors = (
 
 export const makeServer = (options: {
   readonly table: RouteTable<Target>
-  /** Serves a request to an endpoint once it passed the gates: the pipeline (or the HttpApi app, to compare them). */
-  readonly serveEndpoint: (route: EndpointRoute, input: PipelineRequest) => Served | Promise<Served>
-  /** The HttpApi app, for the server's own routes. */
+  /** Serves a request to an endpoint once it passed the gates. */
+  readonly pipeline: (route: EndpointRoute, input: PipelineRequest) => Served | Promise<Served>
+  /** The platform's router, for the server's own routes. */
   readonly app: AppServer
   readonly cors: Cors | undefined
   readonly log: RequestLogger
   /** The server span and the request metrics (`Observability/Hooks.ts`), when observability is configured. */
   readonly observe?: ObservabilityHooks["observeRequest"] | undefined
 }) => {
-  const { app, cors, log, observe, serveEndpoint, table } = options
+  const { app, cors, log, observe, pipeline, table } = options
 
   const respond = (
     request: Request,
@@ -118,12 +118,12 @@ export const makeServer = (options: {
     if (target === undefined) return refuse(Refusals.methodNotAllowed(method, entry.methods))
     // Only an endpoint that declares a payload takes a body (the server's own routes take none).
     const route = target._tag === "Endpoint" ? target.route : undefined
-    const plan = Gate.bodyPlan(route?.decodePayload !== undefined, method, headers)
+    const plan = Gate.bodyPlan(route?.decodePayload !== undefined, request)
     if (plan !== "none" && plan !== "read") return refuse(plan)
     const parentSpan = observed?.parentSpan
     if (route !== undefined) {
       const run = (body: Gate.ReadBody | undefined) => {
-        const served = serveEndpoint(route, {
+        const served = pipeline(route, {
           request,
           started,
           params,
@@ -140,10 +140,12 @@ export const makeServer = (options: {
         return "code" in body ? refuse(body) : run(body)
       })
     }
-    if (method !== "HEAD") return app(request, requestId, parentSpan).then(finish)
+    if (method !== "HEAD") return app(request, started, requestId, parentSpan).then(finish)
     // A HEAD to the server's own routes is the GET the app serves, its headers and length without its body.
     const get = new Request(url, { method: "GET", headers, signal: request.signal })
-    return app(get, requestId, parentSpan).then(async ({ annotations, response }) => {
+    return app(get, started, requestId, parentSpan).then(async (served) => {
+      if (!("response" in served)) return finish(served)
+      const { annotations, response } = served
       const length = (await response.arrayBuffer()).byteLength
       const answered = new Response(null, { status: response.status, headers: response.headers })
       answered.headers.set("content-length", String(length))

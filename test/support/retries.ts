@@ -1,6 +1,6 @@
 /**
- * The application as production serves it (the request pipeline derived from the declaration) on a fresh database of
- * the backend, with the given environment (`RATE_LIMIT`, `IDEMPOTENCY_TTL`, …), a few API keys, and the SQL client
+ * The application as production serves it (or the library's reference server on the same declaration) on a fresh
+ * database of the backend, with the given environment (`RATE_LIMIT`, `IDEMPOTENCY_TTL`, …), a few API keys, and the SQL client
  * to look into the database.
  */
 import { SqlClient } from "@effect/sql"
@@ -13,14 +13,15 @@ import { PetsRepo } from "../../src/Pets/Repo.js"
 import { WebHandler, webHandlerFrom } from "../../src/Serving/WebHandler.js"
 import type { Backend } from "./backends.js"
 import { ORIGIN, servers } from "./http.js"
+import { PetstoreReference, referenceServer } from "./reference.js"
 
 /** The application on the database at `url` (several may share one: replicas). */
 export const appOn = (url: Redacted.Redacted<string>, env: Record<string, string> = {}, options: ServeOptions = {}) =>
   appOnDatabase(Sql.layer(url), env, options)
 
 export interface ServeOptions {
-  /** `false`: every endpoint served by the HttpApi app instead of the pipeline (to compare the two). */
-  readonly pipeline?: boolean
+  /** `true`: the requests go to the library's own server on the same declaration (`reference.ts`), to compare. */
+  readonly reference?: boolean
 }
 
 /** The application on the given SQL client. */
@@ -31,17 +32,21 @@ export const appOnDatabase = <E>(
 ) =>
   Effect.gen(function*() {
     const handler = webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), {
-      corsOrigins: Option.none(),
-      pipeline: options.pipeline ?? true
+      corsOrigins: Option.none()
     })
+    const config = Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
     const context = yield* Layer.build(
-      Layer.mergeAll(handler, ApiKeys.Default).pipe(
+      Layer.mergeAll(handler, ApiKeys.Default, PetsRepo.Default).pipe(
         Layer.provideMerge(Lifecycle.Default),
         Layer.provideMerge(database),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+        Layer.provide(config)
       )
     )
-    const web = Context.get(context, WebHandler)
+    const web = options.reference === true
+      ? yield* referenceServer(
+        PetstoreReference.pipe(Layer.provide(Layer.succeedContext(context)), Layer.provide(config))
+      )
+      : Context.get(context, WebHandler)
     const keys = Context.get(context, ApiKeys)
     const newKey = (name: string) => Effect.map(keys.create(name), (created) => Redacted.value(created.key))
     const fetch = (path: string, init?: RequestInit) =>
