@@ -1,18 +1,21 @@
 /**
  * `/metrics` on `METRICS_ADDRESS`, read by a Prometheus text-format parser (`prom2javascript`): the request histogram's
  * buckets and count move by method, route and status as requests are observed, requests in flight go up and down,
- * statement durations move by operation, the build and process figures are there; the listener is its own, and the
- * API does not serve `/metrics`.
+ * statement durations move by operation, the build and process figures are there; the span counters follow what the
+ * OTLP exporter does with the spans, against a collector that takes them and one that fails; the listener is its own,
+ * and the API does not serve `/metrics`.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
 import { getMetricsFromIterator, type PromData, type PromHistogramData, type PromMetrics } from "prom2javascript"
+import { ObservabilityLive } from "../src/Observability/Live.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { describePostgres, SQLite } from "./support/backends.js"
 import { makeTestServer } from "./support/http.js"
 import { configuredHooks, freePort, repositoriesOn, withEnvironment } from "./support/observability.js"
+import { otlpReceiver } from "./support/otlp.js"
 import { parseHead, requestText, sendRaw } from "./support/wire.js"
 
 const scrape = (port: number) =>
@@ -145,6 +148,103 @@ describe("metrics", () => {
       expect(String(error)).toContain("METRICS_ADDRESS")
       expect(String(error)).toContain("host:port")
     }).pipe(Effect.scoped))
+})
+
+describe("span counters", () => {
+  const spansOf = (metrics: PromMetrics) => ({
+    exported: gauge(metrics, "petstore_otel_spans_exported_total"),
+    dropped: gauge(metrics, "petstore_otel_spans_dropped_total"),
+    queued: gauge(metrics, "petstore_otel_spans_queued")
+  })
+
+  /** Scrapes until `done` holds of the span figures (the export runs in the background), 15 s at most. */
+  const scrapeUntil = (port: number, done: (figures: ReturnType<typeof spansOf>) => boolean) =>
+    Effect.gen(function*() {
+      for (let i = 0;; i++) {
+        const figures = spansOf(yield* scrape(port))
+        if (done(figures) || i === 150) return figures
+        yield* Effect.sleep("100 millis")
+      }
+    })
+
+  /** `count` requests observed and answered: a server span each. */
+  const endSpans = (hooks: Effect.Effect.Success<typeof configuredHooks>, count: number) => {
+    for (let i = 0; i < count; i++) {
+      hooks.observeRequest({ method: "GET", route: "/v1/pets", path: "/v1/pets", headers: new Headers() }).end(
+        200,
+        undefined
+      )
+    }
+  }
+
+  /** Observability alone, as `env` configures it, with /metrics on `port` (no database: its migrations make spans). */
+  const observed = (port: number, env: Record<string, string>) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+    self.pipe(
+      Effect.provide(ObservabilityLive("9.9.9")),
+      withEnvironment({
+        ...env,
+        METRICS_ADDRESS: `127.0.0.1:${port}`,
+        OTEL_BSP_SCHEDULE_DELAY: "600000"
+      })
+    )
+
+  for (const protocol of ["http/protobuf", "http/json"] as const) {
+    it.scopedLive(`${protocol}: the spans the collector took are exported; spans short of a batch are queued`, () =>
+      Effect.gen(function*() {
+        const receiver = yield* otlpReceiver
+        const port = yield* freePort
+        yield* Effect.gen(function*() {
+          const hooks = yield* configuredHooks
+          const first = yield* scrape(port)
+          expect(metricsType(first, "petstore_otel_spans_exported_total")).toBe("counter")
+          expect(metricsType(first, "petstore_otel_spans_dropped_total")).toBe("counter")
+          expect(metricsType(first, "petstore_otel_spans_queued")).toBe("gauge")
+          const before = spansOf(first)
+          expect(before.queued).toBe(0)
+
+          endSpans(hooks, 2)
+          expect(spansOf(yield* scrape(port))).toEqual({ ...before, queued: 2 })
+          endSpans(hooks, 1) // the batch is full: it leaves
+          const after = yield* scrapeUntil(port, ({ exported }) => exported === before.exported! + 3)
+          expect(receiver.spans).toHaveLength(3)
+          expect(after).toEqual({ ...before, exported: before.exported! + receiver.spans.length })
+        }).pipe(observed(port, {
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
+          OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+          OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "3"
+        }))
+      }))
+  }
+
+  for (const failure of ["answers 500", "refuses connections"] as const) {
+    it.scopedLive(`a collector that ${failure}: its batch is dropped after the retries, then what ends is dropped`, () =>
+      Effect.gen(function*() {
+        const receiver = yield* otlpReceiver
+        receiver.status = 500
+        const port = yield* freePort
+        const endpoint = failure === "answers 500" ? receiver.url : `http://127.0.0.1:${yield* freePort}`
+        const attempts = () => receiver.bodies.filter((body) => body.path === "/v1/traces").length
+        yield* Effect.gen(function*() {
+          const hooks = yield* configuredHooks
+          const before = spansOf(yield* scrape(port))
+
+          endSpans(hooks, 2) // a full batch: it leaves, and is tried again a second apart
+          expect(spansOf(yield* scrape(port))).toEqual({ ...before, queued: 2 })
+          const failed = yield* scrapeUntil(port, ({ dropped }) => dropped === before.dropped! + 2)
+          expect(failed).toEqual({ ...before, dropped: before.dropped! + 2 })
+          if (failure === "answers 500") expect(attempts()).toBe(4)
+
+          // The exporter pauses after the failure: it keeps nothing, sends nothing.
+          endSpans(hooks, 3)
+          expect(spansOf(yield* scrape(port))).toEqual({ ...before, dropped: before.dropped! + 5 })
+          if (failure === "answers 500") expect(attempts()).toBe(4)
+        }).pipe(observed(port, {
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${endpoint}/v1/traces`,
+          OTEL_EXPORTER_OTLP_TIMEOUT: "1000",
+          OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "2"
+        }))
+      }))
+  }
 })
 
 describePostgres((backend) => {

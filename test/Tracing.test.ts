@@ -2,8 +2,8 @@
  * Traces over OTLP/HTTP to a real receiver (`support/otlp.ts`, decoding what the exporter sends): the server span of a
  * request made with a `traceparent` joins the client's trace with the HTTP attributes and the key id, its database
  * statements are its children, nothing of the key leaves the process; an unsampled request exports nothing; a
- * collector that is down costs requests nothing and its spans are counted as dropped. Also the samplers, and the
- * trace ids in log lines.
+ * collector that is down costs requests nothing and the log says so (the span counters are `Metrics.test.ts`'s). Also
+ * the samplers, and the trace ids in log lines.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Context, Effect, Exit, Layer, Logger, Option, Redacted, Scope, Tracer } from "effect"

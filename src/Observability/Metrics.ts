@@ -8,6 +8,7 @@ import { Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel } 
 import { readdirSync } from "node:fs"
 import { drainingGauge } from "../Operations/Lifecycle.js"
 import type { PoolState, Statement } from "./Hooks.js"
+import type { SpanCounts } from "./OtlpSpanCounts.js"
 
 const NO_TAGS: ReadonlyArray<MetricLabel.MetricLabel> = []
 
@@ -86,7 +87,18 @@ const eventLoopDelay = Metric.gauge("petstore_event_loop_delay_seconds", {
   description: "The longest delay of a timer over the last 5 s: how long the event loop was kept from its next turn"
 })
 
-/** What reads the pools' states into their gauges, run at each refresh. */
+const spansExported = Metric.counter("petstore_otel_spans_exported_total", {
+  description: "Spans the OTLP collector took (answered their batch with a 2xx)"
+})
+const spansDropped = Metric.counter("petstore_otel_spans_dropped_total", {
+  description:
+    "Spans that never reach the OTLP collector: their batch failed for good, or the paused exporter refused them"
+})
+const spansQueued = Metric.gauge("petstore_otel_spans_queued", {
+  description: "Ended spans neither exported nor dropped yet: waiting for their batch, or being sent"
+})
+
+/** What reads the pools' states and the span counts into their metrics, run at each refresh. */
 const collectors = new Set<() => void>()
 
 /** Reports the pool's state at each refresh; returns the stop. */
@@ -101,9 +113,32 @@ export const addPool = (pool: PoolState, max: number) => {
   return () => collectors.delete(collect)
 }
 
+/**
+ * Adds the span exporter's counts (`OtlpSpanCounts.ts`, plain numbers) to their metrics at each refresh, from 0 at once;
+ * returns the stop, which adds the last of them and takes the exporter's queue out of the gauge.
+ */
+export const addSpanCounts = (counts: SpanCounts) => {
+  let exported = 0
+  let dropped = 0
+  let queued = 0
+  const collect = () => {
+    spansExported.unsafeUpdate(counts.exported - exported, NO_TAGS)
+    spansDropped.unsafeUpdate(counts.dropped - dropped, NO_TAGS)
+    spansQueued.unsafeModify(counts.queued - queued, NO_TAGS)
+    ;({ dropped, exported, queued } = counts)
+  }
+  collect()
+  collectors.add(collect)
+  return () => {
+    collect()
+    collectors.delete(collect)
+    spansQueued.unsafeModify(-queued, NO_TAGS)
+  }
+}
+
 let cpuMicrosSeen = 0
 
-/** Reads the process figures and the pools' states into their gauges: before the registry is read. */
+/** Reads the process figures, the pools' states and the span counts into their metrics: before the registry is read. */
 export const refreshProcessMetrics = (): void => {
   residentMemory.unsafeUpdate(process.memoryUsage.rss(), NO_TAGS)
   const cpu = process.cpuUsage()

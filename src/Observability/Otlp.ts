@@ -1,7 +1,8 @@
 /**
  * OTLP over HTTP with `@effect/opentelemetry`: its tracer (`OtlpTracer`, behind the sampler of `Tracer.ts`) and its
  * metrics export (`OtlpMetrics`), serialized as `OTEL_EXPORTER_OTLP_PROTOCOL` says (the traces' protobuf by
- * `OtlpTracesProtobuf.ts`), sent with the platform's fetch client. Loaded only when an endpoint is configured.
+ * `OtlpTracesProtobuf.ts`), sent with the platform's fetch client, what becomes of the spans counted
+ * (`OtlpSpanCounts.ts`). Loaded only when an endpoint is configured.
  */
 import * as OtlpMetrics from "@effect/opentelemetry/OtlpMetrics"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
@@ -9,7 +10,8 @@ import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import { FetchHttpClient, HttpClient, HttpClientError } from "@effect/platform"
 import { Cause, ConfigProvider, Duration, Effect, Layer, Redacted } from "effect"
 import type { OtlpOptions } from "./Config.js"
-import { refreshProcessMetrics } from "./Metrics.js"
+import { addSpanCounts, refreshProcessMetrics } from "./Metrics.js"
+import { makeSpanCounts } from "./OtlpSpanCounts.js"
 import * as OtlpTracesProtobuf from "./OtlpTracesProtobuf.js"
 import { makeSampler, makeSamplingTracer } from "./Tracer.js"
 
@@ -74,16 +76,29 @@ const exporter = (options: OtlpOptions, version: string) => {
  */
 const NO_ENVIRONMENT = ConfigProvider.fromMap(new Map())
 
-/** The sampling tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes. */
+/**
+ * The sampling tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes, and then its span
+ * counts are read a last time.
+ */
 export const makeOtlpTracer = (options: OtlpOptions, version: string) =>
   Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    const counted = makeSpanCounts(clock)
+    yield* Effect.acquireRelease(Effect.sync(() => addSpanCounts(counted.counts)), (stop) => Effect.sync(stop))
     const recording = yield* OtlpTracer.make({
       ...exporter(options, version),
       url: options.tracesUrl,
       exportInterval: Duration.millis(options.scheduleDelayMillis),
       maxBatchSize: options.maxExportBatchSize
-    }).pipe(Effect.withConfigProvider(NO_ENVIRONMENT))
-    return makeSamplingTracer(makeSampler(options.sampling), recording, yield* Effect.clock)
+    }).pipe(
+      Effect.withConfigProvider(NO_ENVIRONMENT),
+      Effect.provideService(HttpClient.HttpClient, counted.client(yield* HttpClient.HttpClient)),
+      Effect.provideService(
+        OtlpSerialization.OtlpSerialization,
+        counted.serialization(yield* OtlpSerialization.OtlpSerialization)
+      )
+    )
+    return makeSamplingTracer(makeSampler(options.sampling), counted.tracer(recording), clock)
   }).pipe(Effect.provide(transport(options)))
 
 /** The registry exported every `OTEL_METRIC_EXPORT_INTERVAL`, the process figures read between exports. */

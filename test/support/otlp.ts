@@ -1,7 +1,8 @@
 /**
  * An OTLP/HTTP receiver for the tests: it takes what an exporter POSTs to `/v1/traces` (and `/v1/metrics`), decodes
  * the spans from protobuf (`application/x-protobuf`, the OTLP `TracesData` message, read with the small wire-format
- * decoder below) or from JSON, and keeps them, with the raw bodies, for the test to look at.
+ * decoder below) or from JSON, and keeps them, with the raw bodies, for the test to look at. It answers 200, or the
+ * status a test sets.
  */
 import { Effect, type Scope } from "effect"
 
@@ -144,6 +145,8 @@ export interface Receiver {
   /** Every body received, as text (protobuf bytes decoded as UTF-8 keep their strings readable). */
   readonly bodies: Array<{ readonly path: string; readonly contentType: string; readonly text: string }>
   readonly headers: Array<Headers>
+  /** The status it answers with: 200 unless a test sets another (a collector that fails). */
+  status: number
 }
 
 /** A receiver on a free loopback port, for the life of the scope. */
@@ -151,6 +154,7 @@ export const otlpReceiver: Effect.Effect<Receiver, never, Scope.Scope> = Effect.
   const spans: Array<ReceivedSpan> = []
   const bodies: Array<{ path: string; contentType: string; text: string }> = []
   const headers: Array<Headers> = []
+  const receiver = { url: "", spans, bodies, headers, status: 200 }
   const server = yield* Effect.acquireRelease(
     Effect.sync(() =>
       Bun.serve({
@@ -169,11 +173,12 @@ export const otlpReceiver: Effect.Effect<Receiver, never, Scope.Scope> = Effect.
                 : decodeTracesProtobuf(body))
             )
           }
-          return new Response(null, { status: 200 })
+          return new Response(null, { status: receiver.status })
         }
       })
     ),
     (server) => Effect.promise(() => server.stop(true))
   )
-  return { url: `http://127.0.0.1:${server.port}`, spans, bodies, headers }
+  receiver.url = `http://127.0.0.1:${server.port}`
+  return receiver
 })
