@@ -2,9 +2,9 @@
  * API keys: the pure helpers (format, hashing, constant-time check) and the service on an in-memory database (issue,
  * authenticate, revoke, list, last-use bookkeeping), with the test clock standing in for time.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Option, Redacted, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Layer, Option, Redacted, Ref, TestClock } from "effect"
 import {
   ApiKeys,
   generateKey,
@@ -12,8 +12,10 @@ import {
   keyIdOf,
   LAST_USED_WRITE_INTERVAL,
   matchesHash,
+  MAX_REMEMBERED,
   RECHECK_AFTER
 } from "../src/Auth/ApiKeys.js"
+import { ApiKeysRepo } from "../src/Auth/Repo.js"
 import * as Sql from "../src/Database/Sql.js"
 import { describeBackends } from "./support/backends.js"
 import { API_KEY_FORMAT } from "./support/keys.js"
@@ -38,6 +40,59 @@ const malformed = (key: string) => [
   key.slice(0, -1) + "=",
   key.slice(0, -1) + "+"
 ]
+
+type KeyRecordRead = ReturnType<ApiKeysRepo["findById"]>
+
+/**
+ * A key service on the database behind `sql`, whose repository counts the key reads it makes and lets a test change
+ * the next read (hold its answer, or fail it).
+ */
+const probedKeys = <E>(sql: Layer.Layer<SqlClient.SqlClient, E>) =>
+  Effect.gen(function*() {
+    const reads = yield* Ref.make(0)
+    const nextRead = yield* Ref.make(Option.none<(read: KeyRecordRead) => KeyRecordRead>())
+    const repo = Layer.effect(
+      ApiKeysRepo,
+      Effect.map(ApiKeysRepo, (real) =>
+        ApiKeysRepo.make({
+          ...real,
+          findById: (id) =>
+            Effect.flatMap(Ref.getAndSet(nextRead, Option.none()), (change) => {
+              const read = Effect.zipLeft(real.findById(id), Ref.update(reads, (n) => n + 1))
+              return Option.isSome(change) ? change.value(read) : read
+            })
+        }))
+    ).pipe(Layer.provide(ApiKeysRepo.Default))
+    const context = yield* Layer.build(
+      ApiKeys.DefaultWithoutDependencies.pipe(Layer.provide(repo), Layer.provide(sql))
+    )
+    const keys = yield* Effect.provide(ApiKeys, context)
+    return {
+      keys,
+      /** The key reads made so far. */
+      reads: Ref.get(reads),
+      /**
+       * The next key read reads the row, then holds its answer until `release` completes; `read` completes once the
+       * row has been read.
+       */
+      holdNextRead: Effect.gen(function*() {
+        const read = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        yield* Ref.set(
+          nextRead,
+          Option.some((findById) =>
+            findById.pipe(Effect.zipLeft(Deferred.succeed(read, undefined)), Effect.zipLeft(Deferred.await(release)))
+          )
+        )
+        return { read, release } as const
+      }),
+      /** The next key read fails, as when the database is unreachable. */
+      failNextRead: Ref.set(
+        nextRead,
+        Option.some(() => Effect.fail(new SqlError.SqlError({ cause: new Error("connection refused") })))
+      )
+    } as const
+  })
 
 describe("API key helpers", () => {
   it("generateKey makes a psk_<id>_<secret> key whose id is the key id", () => {
@@ -225,6 +280,23 @@ describe("ApiKeys", () => {
       yield* writeLastUsed
       expect((yield* listed(created.id)).lastUsedAt).toBe("1970-01-01T00:03:09.000Z")
     }).pipe(withKeys))
+
+  it.scoped("at most MAX_REMEMBERED keys are remembered: the one checked longest ago is asked about again", () =>
+    Effect.gen(function*() {
+      const { keys, reads } = yield* probedKeys(Sql.SqlTest)
+      const names = Array.from({ length: MAX_REMEMBERED + 1 }, (_, i) => `key ${i}`)
+      const issued = yield* Effect.forEach(names, keys.create, { concurrency: "unbounded" })
+      for (const { key } of issued) expect(Option.isSome(yield* keys.authenticate(key))).toBe(true)
+      expect(yield* reads).toBe(MAX_REMEMBERED + 1)
+
+      // Within RECHECK_AFTER of every check: the newest keys are taken at their word, the oldest one was let go.
+      for (const { key } of issued.slice(1)) {
+        expect(Option.isSome(yield* keys.authenticate(key))).toBe(true)
+      }
+      expect(yield* reads).toBe(MAX_REMEMBERED + 1)
+      expect(Option.isSome(yield* keys.authenticate(issued[0].key))).toBe(true)
+      expect(yield* reads).toBe(MAX_REMEMBERED + 2)
+    }))
 })
 
 // On each backend, as several processes share the keys: a process takes a key that passed at its word for
@@ -291,6 +363,67 @@ describeBackends((backend) => {
       yield* keys.authenticate(issued.key)
       yield* keys.writeLastUsed
       expect(Date.parse((yield* lastUsed)!) - Date.parse(first!)).toBe(61_000)
+    }))
+
+  it.scoped("a key that passed is taken at its word for RECHECK_AFTER, then the database is asked again", () =>
+    Effect.gen(function*() {
+      const { keys, reads } = yield* probedKeys(Sql.layer(yield* backend.freshDatabase))
+      const issued = yield* keys.create("steady")
+      const passes = Option.some({ id: issued.id, name: "steady" })
+      expect(yield* keys.authenticate(issued.key)).toEqual(passes)
+      expect(yield* reads).toBe(1)
+      yield* TestClock.adjust(Duration.subtract(RECHECK_AFTER, Duration.millis(1)))
+      expect(yield* keys.authenticate(issued.key)).toEqual(passes)
+      expect(yield* reads).toBe(1)
+      yield* TestClock.adjust(Duration.millis(1))
+      expect(yield* keys.authenticate(issued.key)).toEqual(passes)
+      expect(yield* reads).toBe(2)
+      // The new check starts a new RECHECK_AFTER.
+      yield* TestClock.adjust(Duration.subtract(RECHECK_AFTER, Duration.millis(1)))
+      expect(yield* keys.authenticate(issued.key)).toEqual(passes)
+      expect(yield* reads).toBe(2)
+    }))
+
+  it.scoped("refusals and failed lookups are never remembered", () =>
+    Effect.gen(function*() {
+      const { failNextRead, keys, reads } = yield* probedKeys(Sql.layer(yield* backend.freshDatabase))
+      const issued = yield* keys.create("refused")
+      const key = Redacted.value(issued.key)
+      const wrong = Redacted.make(key.slice(0, -1) + (key.endsWith("A") ? "B" : "A"))
+      const unknown = generateKey().key
+      for (const token of [wrong, wrong, unknown, unknown]) {
+        expect(yield* keys.authenticate(token)).toEqual(Option.none())
+      }
+      expect(yield* reads).toBe(4)
+
+      yield* failNextRead
+      const failed = yield* Effect.either(keys.authenticate(issued.key))
+      expect(Either.isLeft(failed) && failed.left._tag).toBe("SqlError")
+      expect(yield* keys.authenticate(issued.key)).toEqual(Option.some({ id: issued.id, name: "refused" }))
+      expect(yield* reads).toBe(5)
+
+      yield* keys.revoke(issued.id)
+      expect(yield* keys.authenticate(issued.key)).toEqual(Option.none())
+      expect(yield* keys.authenticate(issued.key)).toEqual(Option.none())
+      expect(yield* reads).toBe(7)
+    }))
+
+  it.scoped("a lookup that read the key before this process revoked it does not bring the key back", () =>
+    Effect.gen(function*() {
+      const { holdNextRead, keys } = yield* probedKeys(Sql.layer(yield* backend.freshDatabase))
+      const issued = yield* keys.create("raced")
+      const { read, release } = yield* holdNextRead
+      const inFlight = yield* Effect.fork(keys.authenticate(issued.key))
+      yield* Deferred.await(read)
+      // The lookup has read the row while the key was valid; the revocation commits before the lookup finishes.
+      expect(yield* keys.revoke(issued.id)).toBe(true)
+      yield* Deferred.succeed(release, undefined)
+      // It started before the revocation: it may pass.
+      expect(yield* inFlight.await).toEqual(Exit.succeed(Option.some({ id: issued.id, name: "raced" })))
+      // Every check that starts after the revocation refuses the key.
+      expect(yield* keys.authenticate(issued.key)).toEqual(Option.none())
+      yield* TestClock.adjust(Duration.subtract(RECHECK_AFTER, Duration.millis(1)))
+      expect(yield* keys.authenticate(issued.key)).toEqual(Option.none())
     }))
 
   it.scoped("a wrong secret under a known id is refused", () =>

@@ -44,10 +44,17 @@ export const LAST_USED_WRITE_INTERVAL = Duration.seconds(1)
 export const RECHECK_AFTER = Duration.millis(500)
 const RECHECK_AFTER_MS = Duration.toMillis(RECHECK_AFTER)
 
-/** At most this many keys are remembered at once (refusals never are). */
-const MAX_REMEMBERED = 1024
+/** At most this many keys are remembered at once (refusals never are); past it, the one checked longest ago goes. */
+export const MAX_REMEMBERED = 1024
 
 const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
+
+/** A key that passed the check: when, and the answer to give while that check is fresh. */
+interface Passed {
+  readonly at: number
+  readonly id: ApiKeyId
+  readonly answer: Effect.Effect<Option.Option<AuthenticatedKey>>
+}
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
   scoped: Effect.gen(function*() {
@@ -55,10 +62,21 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
     const clock = yield* Effect.clock
 
     /**
-     * Keys that passed the check, by the key's text, with the time of that check. Entries past their time are dropped
-     * at the next check (`sweep`, at most once per RECHECK_AFTER), so a key's text is not kept long after its use.
+     * Keys that passed the check, by the key's text, in the order of their last check. Entries past RECHECK_AFTER are
+     * never answered from; they are dropped at the next check (`sweep`, at most once per RECHECK_AFTER), so a key's
+     * text is not kept long after its use.
+     *
+     * Effect's `Cache` does not fit here: it stores every lookup's outcome, refusals and failures included (served
+     * again until the clock moves on, and taking the place of keys that passed); its access order keeps a node with
+     * the key's text for every lookup until the cache is over capacity, so below capacity it grows without bound; and
+     * a lookup still pending when its key is invalidated stores its outcome when it completes.
      */
-    const passed = new Map<string, { readonly key: Option.Option<AuthenticatedKey>; readonly at: number }>()
+    const passed = new Map<string, Passed>()
+    /**
+     * Revocations made by this process so far. A check remembers its key only if no revocation was made while it
+     * read the database: a read that saw the key before a revocation must not answer for it after.
+     */
+    let revocations = 0
     let sweptAt = 0
     const isFresh = (checkedAt: number, at: number) => at >= checkedAt && at - checkedAt < RECHECK_AFTER_MS
     const sweep = (at: number) => {
@@ -66,6 +84,17 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       sweptAt = at
       for (const [text, entry] of passed) if (!isFresh(entry.at, at)) passed.delete(text)
     }
+    const remember = (text: string, entry: Passed) => {
+      passed.delete(text)
+      if (passed.size >= MAX_REMEMBERED) passed.delete(passed.keys().next().value!)
+      passed.set(text, entry)
+    }
+    /** Forgets the key with this id, and makes the checks under way when it is called remember nothing. */
+    const forget = (id: ApiKeyId) =>
+      Effect.sync(() => {
+        revocations++
+        for (const [text, entry] of passed) if (entry.id === id) passed.delete(text)
+      })
 
     /** Uses not written yet: by key id, the time of the first use since the last write. */
     const unwritten = new Map<ApiKeyId, string>()
@@ -100,14 +129,13 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         return { id, name, key } as const
       }).pipe(Effect.withSpan("ApiKeys.create"))
 
-    /** Marks a key revoked, here at once; false when no key has that id. */
+    /**
+     * Marks a key revoked, here at once; false when no key has that id. The key is forgotten once the database has
+     * answered, whatever the answer (a revocation whose answer was lost may still have been made).
+     */
     const revoke = (id: ApiKeyId) =>
       Effect.flatMap(now, (at) => repo.revoke(id, at)).pipe(
-        Effect.tap(() => {
-          for (const [text, entry] of passed) {
-            if (Option.isSome(entry.key) && entry.key.value.id === id) passed.delete(text)
-          }
-        }),
+        Effect.ensuring(forget(id)),
         Effect.withSpan("ApiKeys.revoke")
       )
 
@@ -123,19 +151,19 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         const at = clock.unsafeCurrentTimeMillis()
         if (passed.size > 0) sweep(at)
         const known = passed.get(key)
-        if (known !== undefined && isFresh(known.at, at)) return Effect.succeed(known.key)
+        if (known !== undefined && isFresh(known.at, at)) return known.answer
         const id = keyIdOf(key)
         if (Option.isNone(id)) return Effect.succeedNone
+        const revocationsBefore = revocations
         return Effect.flatMap(repo.findById(id.value), (found) => {
           if (Option.isNone(found)) return Effect.succeedNone
           const record = found.value
           if (!matchesHash(key, record.hash) || record.revokedAt !== null) return Effect.succeedNone
-          const authenticated = Option.some<AuthenticatedKey>({ id: record.id, name: record.name })
-          if (passed.size >= MAX_REMEMBERED) passed.clear()
-          passed.set(key, { key: authenticated, at })
+          const answer = Effect.succeed(Option.some<AuthenticatedKey>({ id: record.id, name: record.name }))
+          if (revocations === revocationsBefore) remember(key, { at, id: record.id, answer })
           return record.lastUsedAt !== null && at - Date.parse(record.lastUsedAt) < TOUCH_INTERVAL_MS
-            ? Effect.succeed(authenticated)
-            : Effect.as(noteUse(record.id, at), authenticated)
+            ? answer
+            : Effect.zipRight(noteUse(record.id, at), answer)
         })
       })
 
