@@ -8,6 +8,9 @@
  * own, so that a unit that throws is rolled back and fails alone. One COMMIT for all of them, and each unit succeeds
  * only once that commit is on disk (`SqliteWalSync.ts`): a 201 is never sent for a row that a crash could lose. A commit
  * (or its sync) that fails fails all of its units.
+ *
+ * Closing fails the units still queued, then waits for the syncs in flight: their units are answered before the WAL's
+ * descriptor and the connection are closed.
  */
 import { SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
@@ -54,7 +57,10 @@ const closedError = () => failedWith("The database is closed")(new Error("closed
 const stayedBusy = failedWith("The database stayed busy past DB_QUERY_TIMEOUT")
 
 /** The writer on a connection of its own (WAL already on); a unit waits for a busy database up to `timeout`. */
-export const makeWriter = (database: Database, timeout: Duration.Duration): Writer & { readonly close: () => void } => {
+export const makeWriter = (
+  database: Database,
+  timeout: Duration.Duration
+): Writer & { readonly close: Effect.Effect<void> } => {
   database.run("PRAGMA busy_timeout = 0")
   // A COMMIT returns without an fsync; the WAL is synced afterwards, off the thread, before any unit succeeds.
   database.run("PRAGMA synchronous = NORMAL")
@@ -193,14 +199,18 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
       })
     })
 
-  /** Fails the units still queued, then closes the connection. */
-  const close = () => {
-    closed = true
-    if (retryTimer !== undefined) clearTimeout(retryTimer)
-    failAll(queue.splice(0), closedError())
-    walSync.close()
-    database.close()
-  }
+  /** Fails the units still queued, waits for the syncs in flight (their units answered), then closes the connection. */
+  const close = Effect.async<void>((resume) => {
+    if (!closed) {
+      closed = true
+      if (retryTimer !== undefined) clearTimeout(retryTimer)
+      failAll(queue.splice(0), closedError())
+    }
+    walSync.close(() => {
+      database.close()
+      resume(Effect.void)
+    })
+  })
 
   return { database, write, tryLock, close }
 }
