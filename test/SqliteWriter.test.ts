@@ -174,4 +174,23 @@ describe("SqliteWriter", () => {
         left: { message: "The database is closed" }
       })
     }))
+
+  it.scopedLive("closing while a unit holds the transaction stops it and rolls its turn back", () =>
+    Effect.gen(function*() {
+      const { committed, insert, writer } = yield* setUp
+      let stopped = false
+      const holding = yield* Effect.fork(Effect.either(writer.run(() => {
+        insert.get("held", null)
+        return { onEnd: () => {}, stop: () => (stopped = true) }
+      })))
+      yield* Effect.sleep("20 millis")
+      const queued = yield* Effect.fork(Effect.either(writer.write(() => insert.get("queued", null))))
+      yield* Effect.sleep("20 millis")
+      yield* writer.close
+      for (const fiber of [holding, queued]) {
+        expect(yield* Fiber.join(fiber)).toMatchObject({ left: { message: "The database is closed" } })
+      }
+      expect(stopped).toBe(true)
+      expect(committed()).toEqual([])
+    }))
 })
