@@ -28,11 +28,13 @@ const setUp = Effect.gen(function*() {
   const other = new Database(file)
   other.run("PRAGMA busy_timeout = 0")
   yield* Effect.addFinalizer(() =>
-    Effect.sync(() => {
-      writer.close()
-      writerConnection.close()
-      other.close()
-    })
+    Effect.zipRight(
+      writer.close,
+      Effect.sync(() => {
+        writerConnection.close()
+        other.close()
+      })
+    )
   )
   const insert = writer.database.prepare<{ id: number }, [string, number | null]>(
     "INSERT INTO items (name, parent) VALUES (?, ?) RETURNING id"
@@ -154,5 +156,41 @@ describe("SqliteWriter", () => {
       other.run("COMMIT")
       yield* writer.write(() => insert.get("kept", null))
       expect(committed()).toEqual(["kept"])
+    }))
+
+  it.scopedLive("closing waits for the sync of the last commit: its unit is answered, then the writer is closed", () =>
+    Effect.gen(function*() {
+      const { committed, insert, writer } = yield* setUp
+      let closing: Promise<void> | undefined
+      // Closed right after the commit, while its sync runs.
+      const outcome = yield* Effect.either(writer.write(() => {
+        insert.get("a", null)
+        queueMicrotask(() => closing = Effect.runPromise(writer.close))
+      }))
+      expect(outcome).toEqual(Either.right(undefined))
+      yield* Effect.promise(() => closing!)
+      expect(committed()).toEqual(["a"])
+      expect(yield* Effect.either(writer.write(() => insert.get("b", null)))).toMatchObject({
+        left: { message: "The database is closed" }
+      })
+    }))
+
+  it.scopedLive("closing while a unit holds the transaction stops it and rolls its turn back", () =>
+    Effect.gen(function*() {
+      const { committed, insert, writer } = yield* setUp
+      let stopped = false
+      const holding = yield* Effect.fork(Effect.either(writer.run(() => {
+        insert.get("held", null)
+        return { onEnd: () => {}, stop: () => (stopped = true) }
+      })))
+      yield* Effect.sleep("20 millis")
+      const queued = yield* Effect.fork(Effect.either(writer.write(() => insert.get("queued", null))))
+      yield* Effect.sleep("20 millis")
+      yield* writer.close
+      for (const fiber of [holding, queued]) {
+        expect(yield* Fiber.join(fiber)).toMatchObject({ left: { message: "The database is closed" } })
+      }
+      expect(stopped).toBe(true)
+      expect(committed()).toEqual([])
     }))
 })

@@ -1,20 +1,47 @@
 /**
  * The statements written once for both backends, run on each (a SQLite file: its reading connection and its writer; a
  * SQLite database in memory and PostgreSQL: `@effect/sql`'s client): the same text and values give the same rows, a
- * transaction that fails leaves nothing behind, and a lock is held for the rest of its transaction.
+ * transaction that fails leaves nothing behind (whether its body waited or not) and fails as its body did, and a lock
+ * is held for the rest of its transaction. On a SQLite file, a body that waits holds the writer up to DB_QUERY_TIMEOUT.
  */
 import { SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Either, Layer, Option } from "effect"
+import {
+  Cause,
+  ConfigProvider,
+  Context,
+  Data,
+  Deferred,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Ref,
+  Schedule
+} from "effect"
 import * as Sql from "../src/Database/Sql.js"
 import { statement, Statements } from "../src/Database/Statements.js"
-import { describeBackends } from "./support/backends.js"
+import { describeBackends, SQLite } from "./support/backends.js"
 
 const INSERT = statement<{ readonly id: number; readonly name: string }, [name: string, categoryId: number]>(
   `INSERT INTO pets (name, category_id, status) VALUES (?, ?, 'available') RETURNING id, name`
 )
 const NAMES = statement<{ readonly name: string }, [from: number]>(`SELECT name FROM pets WHERE id > ? ORDER BY id`)
 class Caller extends Context.Tag("test/Caller")<Caller, string>() {}
+class Refused extends Data.TaggedError("Refused")<{ readonly reason: string }> {}
+
+/** A step that fails twice, then succeeds: retried on a spaced schedule, so the body waits between the tries. */
+const flaky = Effect.gen(function*() {
+  const tries = yield* Ref.make(0)
+  return Effect.flatMap(Ref.updateAndGet(tries, (n) => n + 1), (n) => n < 3 ? Effect.fail("not yet") : Effect.void)
+    .pipe(Effect.retry(Schedule.spaced("15 millis")))
+})
+/** The message of the defect an exit failed with, if it died. */
+const defectOf = (exit: Exit.Exit<unknown, unknown>) =>
+  Exit.isFailure(exit) ? Option.map(Cause.dieOption(exit.cause), (defect) => (defect as Error).message) : Option.none()
+const later = (effect: Effect.Effect<void>) => Effect.zipRight(Effect.sleep("30 millis"), effect)
 
 const names = (statements: Statements) => statements.query(NAMES, [0], (rows) => rows.map((row) => row.name))
 
@@ -59,6 +86,82 @@ describeBackends((backend) => {
         expect(yield* names(statements)).toEqual(["Tom"])
       }))
 
+    describe("a body that waits (a sleep, a spaced retry) is all-or-nothing", () => {
+      const waits = [
+        ["sleeps", Effect.succeed(Effect.sleep("30 millis"))],
+        ["retries on a spaced schedule", flaky]
+      ] as const
+      for (const [how, makeWait] of waits) {
+        it.scopedLive(`failing after it ${how}, none of its rows is stored, then or later`, () =>
+          Effect.gen(function*() {
+            const statements = yield* on
+            const wait = yield* makeWait
+            const failed = yield* statements.transaction((tx) =>
+              Effect.gen(function*() {
+                yield* tx.query(INSERT, ["first", 1])
+                yield* wait
+                yield* tx.query(INSERT, ["second", 1])
+                return yield* new Refused({ reason: "the body fails" })
+              })
+            ).pipe(Effect.either)
+            expect(failed).toEqual(Either.left(new Refused({ reason: "the body fails" })))
+            expect(yield* names(statements)).toEqual([])
+            yield* Effect.sleep("100 millis")
+            expect(yield* names(statements)).toEqual([])
+          }))
+
+        it.scopedLive(`succeeding after it ${how}, all of its rows are stored`, () =>
+          Effect.gen(function*() {
+            const statements = yield* on
+            const wait = yield* makeWait
+            const done = yield* statements.transaction((tx) =>
+              Effect.gen(function*() {
+                yield* tx.query(INSERT, ["first", 1])
+                yield* wait
+                yield* tx.query(INSERT, ["second", 1])
+                return "done"
+              })
+            ).pipe(Effect.provideService(Caller, "the request"))
+            expect(done).toBe("done")
+            expect(yield* names(statements)).toEqual(["first", "second"])
+          }))
+      }
+    })
+
+    it.scoped("a defect in a transaction's body stays a defect, a typed failure stays itself; nothing is stored", () =>
+      Effect.gen(function*() {
+        const statements = yield* on
+        const bug = new Error("a bug in the body")
+        const died = yield* statements.transaction((tx) =>
+          Effect.zipRight(tx.query(INSERT, ["Rex", 1]), Effect.die(bug))
+        )
+          .pipe(Effect.exit)
+        expect(defectOf(died)).toEqual(Option.some(bug.message))
+        expect(Exit.isFailure(died) && Option.isNone(Cause.failureOption(died.cause))).toBe(true)
+        const thrown = yield* statements.transaction((tx) =>
+          Effect.zipRight(
+            tx.query(INSERT, ["Tom", 1]),
+            Effect.sync(() => {
+              throw bug
+            })
+          )
+        ).pipe(Effect.exit)
+        expect(defectOf(thrown)).toEqual(Option.some(bug.message))
+        const refused = yield* statements.transaction((tx) =>
+          Effect.zipRight(tx.query(INSERT, ["Kit", 1]), new Refused({ reason: "typed" }))
+        ).pipe(Effect.either)
+        expect(refused).toEqual(Either.left(new Refused({ reason: "typed" })))
+        expect(yield* names(statements)).toEqual([])
+      }))
+
+    it.scoped("a statement that fails is a SqlError", () =>
+      Effect.gen(function*() {
+        const statements = yield* on
+        const failed = yield* statements.transaction((tx) => tx.query(statement(`SELECT nothing FROM nowhere`), []))
+          .pipe(Effect.either)
+        expect(Either.isLeft(failed) && failed.left._tag).toBe("SqlError")
+      }))
+
     it.scoped("a lock held by a transaction is refused to another, and free once the first is over", () =>
       Effect.gen(function*() {
         const statements = yield* on
@@ -84,6 +187,84 @@ describeBackends((backend) => {
         expect(yield* lock).toBe(true)
       }))
   })
+})
+
+describe("Statements on a SQLite file", () => {
+  const on = (queryTimeout: string) =>
+    Effect.gen(function*() {
+      const url = yield* SQLite.freshDatabase
+      const layer = Statements.Default.pipe(
+        Layer.provide(Sql.layer(url)),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromJson({ DB_QUERY_TIMEOUT: queryTimeout })))
+      )
+      return Context.get(yield* Layer.build(layer), Statements)
+    })
+
+  it.scopedLive("a body that waits holds the writer: the writes handed over meanwhile are committed after it", () =>
+    Effect.gen(function*() {
+      const statements = yield* on("5 seconds")
+      const inside = yield* Deferred.make<void>()
+      const holding = yield* Effect.fork(statements.transaction((tx) =>
+        Effect.gen(function*() {
+          yield* tx.query(INSERT, ["first", 1])
+          yield* Deferred.succeed(inside, undefined)
+          yield* Effect.sleep("50 millis")
+          yield* tx.query(INSERT, ["second", 1])
+        })
+      ))
+      yield* Deferred.await(inside)
+      yield* statements.query(INSERT, ["meanwhile", 1])
+      expect(yield* Fiber.join(holding)).toBeUndefined()
+      expect(yield* names(statements)).toEqual(["first", "second", "meanwhile"])
+    }))
+
+  it.scopedLive("a body still waiting at DB_QUERY_TIMEOUT is interrupted and rolled back; it fails with a SqlError", () =>
+    Effect.gen(function*() {
+      const statements = yield* on("200 millis")
+      const interrupted = yield* Deferred.make<void>()
+      const failed = yield* statements.transaction((tx) =>
+        Effect.gen(function*() {
+          yield* tx.query(INSERT, ["first", 1])
+          yield* Effect.sleep("10 seconds")
+          yield* tx.query(INSERT, ["second", 1])
+        }).pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)))
+      ).pipe(Effect.either)
+      expect(Either.isLeft(failed) && failed.left._tag).toBe("SqlError")
+      expect(yield* Deferred.isDone(interrupted)).toBe(true)
+      yield* statements.query(INSERT, ["next", 1])
+      expect(yield* names(statements)).toEqual(["next"])
+    }))
+
+  it.scopedLive("a transaction whose caller is interrupted while its body waits is rolled back; the writer goes on", () =>
+    Effect.gen(function*() {
+      const statements = yield* on("5 seconds")
+      const inside = yield* Deferred.make<void>()
+      const interrupted = yield* Deferred.make<void>()
+      const caller = yield* Effect.fork(statements.transaction((tx) =>
+        Effect.gen(function*() {
+          yield* tx.query(INSERT, ["first", 1])
+          yield* Deferred.succeed(inside, undefined)
+          yield* Effect.never
+        }).pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)))
+      ))
+      yield* Deferred.await(inside)
+      yield* Fiber.interrupt(caller)
+      expect(yield* Deferred.isDone(interrupted)).toBe(true)
+      yield* statements.query(INSERT, ["next", 1])
+      expect(yield* names(statements)).toEqual(["next"])
+    }))
+
+  it.scopedLive("a statement of a transaction that has ended is refused as a defect", () =>
+    Effect.gen(function*() {
+      const statements = yield* on("5 seconds")
+      const late = yield* statements.transaction((tx) =>
+        Effect.forkDaemon(later(Effect.asVoid(Effect.orDie(tx.query(INSERT, ["late", 1])))))
+      )
+      const exit = yield* Fiber.await(late)
+      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+      expect(String(Exit.isFailure(exit) && Cause.squash(exit.cause))).toMatch(/after its transaction ended/)
+      expect(yield* names(statements)).toEqual([])
+    }))
 })
 
 describe("Statements in memory", () => {

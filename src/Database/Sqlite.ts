@@ -33,23 +33,24 @@ const client = (filename: string) =>
  */
 const connections = (filename: string, queryTimeout: Duration.Duration) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const open = <A>(connect: () => A, close: (connection: A) => void) =>
+    const open = <A>(connect: () => A, close: (connection: A) => Effect.Effect<void>) =>
       Effect.acquireRelease(
         Effect.try({
           try: connect,
           catch: (cause) => new SqlError.SqlError({ cause, message: `Failed to open ${filename}` })
         }),
-        (connection) => Effect.sync(() => close(connection))
+        close
       )
     const reader = yield* open(() => {
       const db = new Database(filename, { readwrite: true, create: true })
       db.run("PRAGMA busy_timeout = 250")
       db.run("PRAGMA query_only = ON")
       return db
-    }, (db) => db.close())
+    }, (db) => Effect.sync(() => db.close()))
+    // Closing the writer waits for the syncs of its last commits: the scope closes once they are answered.
     const writer = yield* open(
       () => makeWriter(new Database(filename, { readwrite: true, create: false }), queryTimeout),
-      (writer) => writer.close()
+      (writer) => writer.close
     )
     return Context.make(SqliteDatabase, reader).pipe(Context.add(SqliteWriter, writer))
   }))

@@ -10,6 +10,10 @@
  * checkpoint moved is on disk in the database, and the WAL is only overwritten from its start after such a checkpoint.
  * The WAL file's identity is checked at each sync all the same, and the directory is synced whenever the file is opened,
  * so that a WAL created meanwhile is itself on disk.
+ *
+ * A descriptor is never closed while a sync runs on it (a descriptor closed then could fail the sync, or be reused by
+ * another file that the sync would then flush instead): a WAL replaced on its path has its old descriptor closed once
+ * its last sync ends, and closing waits for the syncs running or waiting, whose commits are answered first.
  */
 import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, statSync } from "node:fs"
 import { dirname } from "node:path"
@@ -17,46 +21,80 @@ import { dirname } from "node:path"
 /** How many syncs may run at once; the commits made while all of them run share the next. */
 const MAX_SYNCS_AT_ONCE = 4
 
+/** A descriptor of the WAL file, and how many syncs run on it: it is closed only when none does. */
+interface Descriptor {
+  readonly fd: number
+  readonly inode: number
+  syncing: number
+}
+
 export const makeWalSync = (databaseFile: string) => {
   const walFile = `${databaseFile}-wal`
-  let fd: number | undefined
-  let inode = -1
+  /** The descriptor of the file on the path, for the next sync. */
+  let current: Descriptor | undefined
   let running = 0
   let waiting: Array<(error: Error | null) => void> = []
-  let closed = false
+  let closing = false
+  /** Called once the last sync has ended and the descriptors are closed. */
+  let whenClosed: Array<() => void> = []
+
+  /** Closes a descriptor that no sync runs on and none will: replaced on the path, or everything closing. */
+  const retire = (descriptor: Descriptor) => {
+    if (descriptor.syncing === 0 && (descriptor !== current || closing)) {
+      if (descriptor === current) current = undefined
+      closeSync(descriptor.fd)
+    }
+  }
+
+  /** Once closing, with no sync running nor waiting: the descriptor closed, the callers of `close` told. */
+  const closeIfIdle = () => {
+    if (!closing || running > 0 || waiting.length > 0) return
+    if (current !== undefined) retire(current)
+    const done = whenClosed
+    whenClosed = []
+    for (const f of done) f()
+  }
 
   /** A descriptor of the WAL file as it is now on the path (opened again if it was replaced). */
-  const walDescriptor = (): number => {
-    const current = statSync(walFile).ino
-    if (fd !== undefined && current === inode) return fd
-    if (fd !== undefined) closeSync(fd)
-    fd = openSync(walFile, "r")
-    inode = fstatSync(fd).ino
+  const walDescriptor = (): Descriptor => {
+    const inode = statSync(walFile).ino
+    if (current !== undefined && current.inode === inode) return current
+    const replaced = current
+    const fd = openSync(walFile, "r")
+    current = { fd, inode: fstatSync(fd).ino, syncing: 0 }
+    if (replaced !== undefined) retire(replaced)
     const directory = openSync(dirname(walFile), "r")
     try {
       fsyncSync(directory)
     } finally {
       closeSync(directory)
     }
-    return fd
+    return current
   }
 
   const start = () => {
     running++
     const covered = waiting
     waiting = []
+    let descriptor: Descriptor | undefined
     const finish = (error: Error | null) => {
       running--
       for (const done of covered) done(error)
-      if (waiting.length > 0 && !closed) start()
+      if (descriptor !== undefined) {
+        descriptor.syncing--
+        retire(descriptor)
+      }
+      // The commits made meanwhile are synced even while closing: they wait for their answer.
+      if (waiting.length > 0 && running < MAX_SYNCS_AT_ONCE) start()
+      closeIfIdle()
     }
-    let descriptor: number
     try {
       descriptor = walDescriptor()
     } catch (error) {
       return finish(error as Error)
     }
-    fdatasync(descriptor, finish)
+    descriptor.syncing++
+    fdatasync(descriptor.fd, finish)
   }
 
   return {
@@ -65,10 +103,14 @@ export const makeWalSync = (databaseFile: string) => {
       waiting.push(done)
       if (running < MAX_SYNCS_AT_ONCE) start()
     },
-    close: () => {
-      closed = true
-      if (fd !== undefined) closeSync(fd)
-      fd = undefined
+    /**
+     * Closes the WAL's descriptors once the syncs running or waiting have ended (their callers answered), then calls
+     * `done`. Nothing is synced after it but what was handed over before.
+     */
+    close: (done: () => void) => {
+      closing = true
+      whenClosed.push(done)
+      closeIfIdle()
     }
   }
 }

@@ -7,13 +7,30 @@
  * Group commit: the units handed over in one turn of the event loop run in one transaction, each in a savepoint of its
  * own, so that a unit that throws is rolled back and fails alone. One COMMIT for all of them, and each unit succeeds
  * only once that commit is on disk (`SqliteWalSync.ts`): a 201 is never sent for a row that a crash could lose. A commit
- * (or its sync) that fails fails all of its units.
+ * (or its sync) that fails fails all of its units (a unit that failed on its own keeps its own failure).
+ *
+ * A unit that goes on asynchronously (a transaction's body that waits, `Statements.ts`) holds the transaction open
+ * until it ends, up to its deadline; the units handed over meanwhile wait for the next commit.
+ *
+ * Closing fails the units still queued and rolls back a held one, then waits for the syncs in flight: their units
+ * are answered before the WAL's descriptor and the connection are closed.
  */
 import { SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
-import { Context, Duration, Effect, Exit } from "effect"
+import { Context, Duration, Effect, Exit, FiberId } from "effect"
 import { isBusy } from "./DurableFile.js"
 import { makeWalSync } from "./SqliteWalSync.js"
+
+/**
+ * A unit that goes on after its synchronous part (a transaction's body that waits): the writer holds its transaction
+ * open, the unit's savepoint with it, until the unit ends or its deadline passes.
+ */
+export interface Continuing<A, E> {
+  /** Calls `done` once, with the unit's outcome, when it ends. */
+  readonly onEnd: (done: (outcome: Exit.Exit<A, E>) => void) => void
+  /** Stops the unit (its deadline passed, its caller is gone, the writer closes): none of its statements runs after. */
+  readonly stop: () => void
+}
 
 export interface Writer {
   /** The writer's connection, to prepare the statements of units on. Run them only inside a unit. */
@@ -24,6 +41,12 @@ export interface Writer {
    * failed. Interrupted before its turn, the unit does not run.
    */
   readonly write: <A>(unit: () => A) => Effect.Effect<A, SqlError.SqlError>
+  /**
+   * Runs `unit` as `write` does, but the unit gives its own outcome: an `Exit`, whose failure (of whatever kind) rolls
+   * its statements back and is its answer; or `Continuing`, and the writer holds the transaction until it ends. Past
+   * the unit's deadline it is stopped, rolled back, and fails with a `SqlError`; so it is if its caller is interrupted.
+   */
+  readonly run: <A, E>(unit: () => Exit.Exit<A, E> | Continuing<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
   /**
    * Inside a unit: takes the lock `name` until the unit's transaction is settled (its commit durable, or failed);
    * false when a unit of an unsettled transaction holds it. So what a unit writes under a lock is durable before
@@ -41,20 +64,45 @@ const MAX_BATCH = 512
 const FIRST_RETRY_MS = 1
 const LONGEST_RETRY_MS = 50
 
+type Outcome = Exit.Exit<unknown, unknown>
+
 interface Pending {
-  readonly unit: () => unknown
+  readonly unit: () => Outcome | Continuing<unknown, unknown>
   readonly deadline: number
-  readonly resume: (effect: Effect.Effect<unknown, SqlError.SqlError>) => void
+  readonly resume: (effect: Effect.Effect<unknown, unknown>) => void
   cancelled: boolean
+}
+
+/** The transaction of one group commit: its units, their outcomes so far, the locks they took. */
+interface Turn {
+  readonly batch: Array<Pending>
+  readonly outcomes: Array<Outcome | undefined>
+  readonly locked: Array<string>
+}
+
+/** The unit the writer holds its transaction for, and how to end that hold. */
+interface Held {
+  readonly pending: Pending
+  /** Stops the unit; the hold ends with `outcome` (a failure: the unit is rolled back), and the turn goes on. */
+  readonly stop: (outcome: Outcome) => void
+  /** Stops the unit and rolls the whole turn back now: the writer closes. */
+  readonly abandon: () => void
 }
 
 const failedWith = (message: string) => (cause: unknown) => new SqlError.SqlError({ cause, message })
 export const statementFailed = failedWith("Failed to execute statement")
 const closedError = () => failedWith("The database is closed")(new Error("closed"))
 const stayedBusy = failedWith("The database stayed busy past DB_QUERY_TIMEOUT")
+const heldTooLong = () =>
+  failedWith("The transaction did not end within DB_QUERY_TIMEOUT")(new Error("transaction timed out"))
+const isContinuing = (outcome: Outcome | Continuing<unknown, unknown>): outcome is Continuing<unknown, unknown> =>
+  !Exit.isExit(outcome)
 
 /** The writer on a connection of its own (WAL already on); a unit waits for a busy database up to `timeout`. */
-export const makeWriter = (database: Database, timeout: Duration.Duration): Writer & { readonly close: () => void } => {
+export const makeWriter = (
+  database: Database,
+  timeout: Duration.Duration
+): Writer & { readonly close: Effect.Effect<void> } => {
   database.run("PRAGMA busy_timeout = 0")
   // A COMMIT returns without an fsync; the WAL is synced afterwards, off the thread, before any unit succeeds.
   database.run("PRAGMA synchronous = NORMAL")
@@ -69,6 +117,8 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
   let retryTimer: ReturnType<typeof setTimeout> | undefined
   let retryMs = FIRST_RETRY_MS
   let closed = false
+  /** The unit whose transaction is held open while it goes on; no other unit runs meanwhile. */
+  let held: Held | undefined
   /** The locks taken by the units of the transaction running now, released when it settles. */
   let settling: Array<string> | undefined
   const locks = new Set<string>()
@@ -84,13 +134,19 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
   }
 
   const schedule = () => {
-    if (scheduled || retryTimer !== undefined) return
+    if (scheduled || retryTimer !== undefined || held !== undefined) return
     scheduled = true
     setImmediate(flush)
   }
 
-  const failAll = (pending: ReadonlyArray<Pending>, error: SqlError.SqlError) => {
-    for (const p of pending) if (!p.cancelled) p.resume(Effect.fail(error))
+  /** Answers the units of a transaction that failed with `error`; a unit that failed on its own keeps its failure. */
+  const failAll = (turn: Turn, error: SqlError.SqlError) => {
+    for (let i = 0; i < turn.batch.length; i++) {
+      const own = turn.outcomes[i]
+      if (!turn.batch[i].cancelled) {
+        turn.batch[i].resume(own !== undefined && Exit.isFailure(own) ? own : Effect.fail(error))
+      }
+    }
   }
 
   /** Fails the units whose deadline has passed; returns the time until the nearest remaining one. */
@@ -111,15 +167,15 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
   }
 
   /** Ends a transaction that cannot commit: rolled back, its locks released, its units failed. */
-  const abandon = (batch: ReadonlyArray<Pending>, locked: ReadonlyArray<string>, error: SqlError.SqlError) => {
+  const abandon = (turn: Turn, error: SqlError.SqlError) => {
     settling = undefined
-    settle(locked)
+    settle(turn.locked)
     try {
       if (database.inTransaction) rollback.run()
     } catch {
       // nothing more to undo
     }
-    failAll(batch, error)
+    failAll(turn, error)
     if (queue.length > 0) schedule()
   }
 
@@ -132,7 +188,12 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     try {
       begin.run()
     } catch (cause) {
-      if (!isBusy(cause)) return failAll(queue.splice(0), failedWith("Failed to begin a transaction")(cause))
+      if (!isBusy(cause)) {
+        return failAll(
+          { batch: queue.splice(0), outcomes: [], locked: [] },
+          failedWith("Failed to begin a transaction")(cause)
+        )
+      }
       // Another connection writes: try again later, without holding the event loop meanwhile.
       retryTimer = setTimeout(flush, Math.max(1, Math.min(retryMs, untilDeadline)))
       retryMs = Math.min(retryMs * 2, LONGEST_RETRY_MS)
@@ -141,47 +202,119 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
     retryMs = FIRST_RETRY_MS
     const batch = queue
     queue = batch.length > MAX_BATCH ? batch.splice(MAX_BATCH) : []
-    const results: Array<Exit.Exit<unknown, SqlError.SqlError>> = new Array(batch.length)
-    const locked: Array<string> = []
-    settling = locked
-    for (let i = 0; i < batch.length; i++) {
+    const turn: Turn = { batch, outcomes: new Array(batch.length), locked: [] }
+    settling = turn.locked
+    proceed(turn, 0)
+  }
+
+  /** Runs the units of the turn from `from` on, each in its savepoint, then commits them. */
+  const proceed = (turn: Turn, from: number) => {
+    const { batch } = turn
+    for (let i = from; i < batch.length; i++) {
       if (batch[i].cancelled) continue
       savepoint.run()
+      let outcome: Outcome | Continuing<unknown, unknown>
       try {
-        results[i] = Exit.succeed(batch[i].unit())
-        release.run()
+        outcome = batch[i].unit()
       } catch (cause) {
-        results[i] = Exit.fail(cause instanceof SqlError.SqlError ? cause : statementFailed(cause))
-        // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction back: then nothing of the
-        // batch is stored, and the following units must not run outside it (a SAVEPOINT would start another one).
-        try {
-          if (!database.inTransaction) throw cause
-          rollbackUnit.run()
-          release.run()
-        } catch (lost) {
-          return abandon(batch, locked, failedWith("The transaction was rolled back")(lost))
-        }
+        outcome = Exit.fail(cause instanceof SqlError.SqlError ? cause : statementFailed(cause))
       }
+      if (isContinuing(outcome)) return hold(turn, i, outcome)
+      if (!endUnit(turn, i, outcome)) return
     }
     settling = undefined
     try {
       commit.run()
     } catch (cause) {
-      return abandon(batch, locked, failedWith("Failed to commit")(cause))
+      return abandon(turn, failedWith("Failed to commit")(cause))
     }
     walSync.afterSync((error) => {
-      settle(locked)
-      if (error !== null) return failAll(batch, failedWith("Failed to sync the commit to disk")(error))
-      for (let i = 0; i < batch.length; i++) if (results[i] !== undefined) batch[i].resume(results[i])
+      settle(turn.locked)
+      if (error !== null) return failAll(turn, failedWith("Failed to sync the commit to disk")(error))
+      for (let i = 0; i < batch.length; i++) {
+        const outcome = turn.outcomes[i]
+        if (outcome !== undefined && !batch[i].cancelled) batch[i].resume(outcome)
+      }
     })
     if (queue.length > 0) schedule()
   }
 
-  const write = <A>(unit: () => A): Effect.Effect<A, SqlError.SqlError> =>
-    Effect.async<A, SqlError.SqlError>((resume) => {
+  /**
+   * Ends unit `i` of the turn with its outcome: its savepoint released, or rolled back when it failed. False when the
+   * transaction is lost (then abandoned): some errors (a full disk, an I/O error) make SQLite roll the whole
+   * transaction back, nothing of the batch is stored, and the following units must not run outside it (a SAVEPOINT
+   * would start another one).
+   */
+  const endUnit = (turn: Turn, i: number, outcome: Outcome): boolean => {
+    if (Exit.isSuccess(outcome)) {
+      try {
+        release.run()
+        turn.outcomes[i] = outcome
+        return true
+      } catch (cause) {
+        outcome = Exit.fail(statementFailed(cause))
+      }
+    }
+    turn.outcomes[i] = outcome
+    try {
+      if (!database.inTransaction) throw new Error("SQLite rolled the transaction back")
+      rollbackUnit.run()
+      release.run()
+      return true
+    } catch (lost) {
+      abandon(turn, failedWith("The transaction was rolled back")(lost))
+      return false
+    }
+  }
+
+  /**
+   * Holds the turn's transaction open for unit `i`, which goes on: the units queued meanwhile wait for the next turn.
+   * The hold ends when the unit does, at its deadline (it is stopped, and fails), when its caller is interrupted (it
+   * is stopped) or when the writer closes (the whole turn is rolled back). The rest of the turn then runs at a turn of
+   * the event loop of its own, not inside the unit's last step.
+   */
+  const hold = (turn: Turn, i: number, unit: Continuing<unknown, unknown>) => {
+    const pending = turn.batch[i]
+    /** The unit's outcome is known, or it was stopped. */
+    let ended = false
+    /** The hold is over: the turn goes on, or was abandoned. */
+    let over = false
+    const goOn = (outcome: Outcome) => {
+      if (over) return
+      over = true
+      held = undefined
+      if (endUnit(turn, i, outcome)) proceed(turn, i + 1)
+    }
+    const end = (outcome: Outcome) => {
+      if (ended) return
+      ended = true
+      clearTimeout(timer)
+      setImmediate(() => goOn(outcome))
+    }
+    const stop = (outcome: Outcome) => {
+      if (ended) return
+      unit.stop()
+      end(outcome)
+    }
+    const abandonTurn = () => {
+      if (over) return
+      over = true
+      held = undefined
+      clearTimeout(timer)
+      if (!ended) unit.stop()
+      ended = true
+      abandon(turn, closedError())
+    }
+    const timer = setTimeout(() => stop(Exit.fail(heldTooLong())), Math.max(0, pending.deadline - Date.now()))
+    held = { pending, stop, abandon: abandonTurn }
+    unit.onEnd(end)
+  }
+
+  const run = <A, E>(unit: () => Exit.Exit<A, E> | Continuing<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+    Effect.async<A, E | SqlError.SqlError>((resume) => {
       if (closed) return resume(Effect.fail(closedError()))
       const pending: Pending = {
-        unit,
+        unit: unit as Pending["unit"],
         deadline: Date.now() + timeoutMs,
         resume: resume as Pending["resume"],
         cancelled: false
@@ -190,17 +323,28 @@ export const makeWriter = (database: Database, timeout: Duration.Duration): Writ
       schedule()
       return Effect.sync(() => {
         pending.cancelled = true
+        if (held?.pending === pending) held.stop(Exit.interrupt(FiberId.none))
       })
     })
 
-  /** Fails the units still queued, then closes the connection. */
-  const close = () => {
-    closed = true
-    if (retryTimer !== undefined) clearTimeout(retryTimer)
-    failAll(queue.splice(0), closedError())
-    walSync.close()
-    database.close()
-  }
+  const write = <A>(unit: () => A): Effect.Effect<A, SqlError.SqlError> => run(() => Exit.succeed(unit()))
 
-  return { database, write, tryLock, close }
+  /**
+   * Fails the units still queued, stops a unit held (its transaction rolled back), waits for the syncs in flight
+   * (their units answered), then closes the WAL's descriptor and the connection.
+   */
+  const close = Effect.async<void>((resume) => {
+    if (!closed) {
+      closed = true
+      if (retryTimer !== undefined) clearTimeout(retryTimer)
+      failAll({ batch: queue.splice(0), outcomes: [], locked: [] }, closedError())
+      held?.abandon()
+    }
+    walSync.close(() => {
+      database.close()
+      resume(Effect.void)
+    })
+  })
+
+  return { database, write, run, tryLock, close }
 }

@@ -7,13 +7,22 @@
  * several times the CPU (`npm run bench:cpu`).
  * Rows are as the drivers give them, which are the rows' types: NOT NULL and CHECK constraints hold the columns, and
  * PostgreSQL's BIGINTs are read as numbers (`Postgres.ts`).
+ *
+ * A transaction is all-or-nothing on every backend, whatever its body does, and fails as its body does (a defect stays
+ * a defect; only a statement's own error is a `SqlError`). On a SQLite file the body is a unit of the writer: a body
+ * that ends synchronously (every repository's does) runs within the group commit, a savepoint among the others'. A
+ * body that waits (a sleep, a spaced retry, a service that yields) holds the writer rather than being refused, so that
+ * a body means the same on both backends: its transaction stays open, the writes handed over meanwhile wait for the
+ * next commit, and past the unit's deadline (`DB_QUERY_TIMEOUT`) the body's fiber is interrupted, its statements rolled
+ * back, and the call fails with a `SqlError`. The call ends only once the body's fiber has, and a statement of the
+ * transaction that runs after its unit ended (from a fiber the body left behind) is refused as a defect.
  */
 import { SqlClient, SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
-import { Cause, Effect, Exit, Option, Runtime } from "effect"
+import { Effect, type Exit, Fiber, FiberId, Option, Runtime, Scheduler } from "effect"
 import { type Statement as Observed, type StatementHooks, statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "./Sqlite.js"
-import { SqliteWriter, statementFailed, type Writer } from "./SqliteWriter.js"
+import { type Continuing, SqliteWriter, statementFailed, type Writer } from "./SqliteWriter.js"
 
 /** A statement: its text, the values its placeholders take, the rows it returns. */
 export interface Statement<Row, Params extends ReadonlyArray<unknown>> {
@@ -59,10 +68,13 @@ interface Runner {
   readonly system: Observed["system"]
   /** Runs one statement: a `SELECT` reads; any other writes, committed (durably) before it succeeds. */
   readonly query: Query
-  /** Runs `body`'s statements in one transaction, committed (durably) before it succeeds, rolled back if it fails. */
-  readonly transaction: <A>(
-    body: (tx: Transaction) => Effect.Effect<A, SqlError.SqlError>
-  ) => Effect.Effect<A, SqlError.SqlError>
+  /**
+   * Runs `body`'s statements in one transaction, committed (durably) before it succeeds, rolled back if it fails; it
+   * fails as the body does (a defect stays a defect), or with a `SqlError` when the transaction cannot be committed.
+   */
+  readonly transaction: <A, E>(
+    body: (tx: Transaction) => Effect.Effect<A, E>
+  ) => Effect.Effect<A, E | SqlError.SqlError>
 }
 
 type AnyStatement = Statement<any, any>
@@ -73,6 +85,9 @@ type Run = (
   f?: (rows: Array<unknown>) => unknown
 ) => Effect.Effect<unknown, SqlError.SqlError>
 const identity = (rows: Array<unknown>) => rows
+
+/** A statement of a transaction run once the transaction is over: a bug (a fiber the body left running), a defect. */
+const STATEMENT_AFTER_TRANSACTION = "A statement ran after its transaction ended"
 
 /** Transaction-scoped, so it goes with the transaction whatever happens; a 64-bit hash of the name names it. */
 const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
@@ -107,25 +122,56 @@ const onFile = (reader: Database, writer: Writer, { observeStatement, runStateme
     statement.operation === "SELECT"
       ? runStatement(describe(statement), onReader(statement, params, f), statementFailed)
       : observeStatement(describe(statement), writer.write(onWriter(statement, params, f)))
-  const inTransaction: Transaction = {
-    query:
-      ((statement, params, f = identity) =>
-        runStatement(describe(statement), onWriter(statement, params, f), statementFailed)) satisfies Run as Query,
-    tryLock: (name) => Effect.sync(() => writer.tryLock(name))
+  const inTransaction = (isOpen: () => boolean): Transaction => {
+    const guarded = <A>(effect: () => Effect.Effect<A, SqlError.SqlError>) =>
+      Effect.suspend(() => isOpen() ? effect() : Effect.die(new Error(STATEMENT_AFTER_TRANSACTION)))
+    return {
+      query:
+        ((statement, params, f = identity) =>
+          guarded(() =>
+            runStatement(describe(statement), onWriter(statement, params, f), statementFailed)
+          )) satisfies Run as Query,
+      tryLock: (name) => guarded(() => Effect.sync(() => writer.tryLock(name)))
+    }
   }
-  // A unit of the writer is synchronous: the body, whose statements are too, is run to its end inside it, with the
-  // caller's context (its span, its log annotations, its services).
-  return {
-    system: "sqlite",
-    query: query as Query,
-    transaction: (body) =>
-      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-        writer.write(() => {
-          const exit = Runtime.runSyncExit(runtime)(body(inTransaction))
-          if (Exit.isSuccess(exit)) return exit.value
-          throw Cause.squash(exit.cause)
-        }))
-  }
+  // The body runs as the writer's unit, with the caller's context (its span, its log annotations, its services), on a
+  // scheduler of its own: as far as it goes synchronously, within the unit. If it waits, it goes on asynchronously and
+  // the writer holds the transaction for it, up to the unit's deadline (`SqliteWriter.ts`).
+  const transaction = <A, E>(body: (tx: Transaction) => Effect.Effect<A, E>) =>
+    Effect.flatMap(Effect.runtime<never>(), (runtime) => {
+      let open = true
+      /** The body's fiber, once it waits. */
+      let waiting: Fiber.RuntimeFiber<A, E> | undefined
+      const tx = inTransaction(() => open)
+      const unit = (): Exit.Exit<A, E> | Continuing<A, E> => {
+        const scheduler = new Scheduler.SyncScheduler()
+        const running = Runtime.runFork(runtime)(body(tx), { scheduler })
+        scheduler.flush()
+        const exit = running.unsafePoll()
+        if (exit !== null) {
+          open = false
+          return exit
+        }
+        waiting = running
+        return {
+          onEnd: (done) =>
+            running.addObserver((exit) => {
+              open = false
+              done(exit)
+            }),
+          stop: () => {
+            open = false
+            running.unsafeInterruptAsFork(FiberId.none)
+          }
+        }
+      }
+      // Whatever the writer answered, the body's fiber has ended (or is interrupted and waited for) when this does.
+      return Effect.ensuring(
+        writer.run(unit),
+        Effect.suspend(() => waiting === undefined ? Effect.void : Fiber.interrupt(waiting))
+      )
+    })
+  return { system: "sqlite", query: query as Query, transaction }
 }
 
 /** `@effect/sql`'s client: PostgreSQL, or a SQLite database in memory. */
