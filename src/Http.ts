@@ -13,7 +13,7 @@ import { webHandlerFrom, type WebHandlerOptions } from "./Serving/WebHandler.js"
 import { DocsLive, SystemRoutesLive } from "./System.js"
 
 /** The API's groups as their registrations hand them over, given what the handlers and middleware need. */
-export const GroupsLive = Layer.effect(RegisteredGroups, Effect.all([registerGroup(ServedApi, "pets", registerPets)]))
+export const GroupsLive = Layer.scoped(RegisteredGroups, Effect.all([registerGroup(ServedApi, "pets", registerPets)]))
   .pipe(Layer.provide([PetsDependencies, AuthorizationLive]))
 
 /** Everything that answers requests, given the repositories, the lifecycle and a SQL client. */

@@ -210,7 +210,7 @@ const engineOf = (
     Layer.build(
       webHandlerFrom(
         Layer.mergeAll(
-          Layer.effect(RegisteredGroups, Effect.all([registerGroup(TestApi, "things", registerThings(things))])),
+          Layer.scoped(RegisteredGroups, Effect.all([registerGroup(TestApi, "things", registerThings(things))])),
           options.ownRoutes ?? Layer.empty
         ).pipe(Layer.provide(middlewareLive)),
         { corsOrigins: Option.none(), requestTimeout: options.requestTimeout }

@@ -57,7 +57,7 @@ describe("a handler reading what middleware provide", () => {
   it.scoped("reads CurrentApiKey alike through the engine, the library's server and Bun's routes", () =>
     Effect.gen(function*() {
       const database = Layer.succeedContext(yield* Layer.build(Sql.SqlTest))
-      const groups = Layer.effect(RegisteredGroups, Effect.all([registerGroup(TestApi, "who", registerWho)]))
+      const groups = Layer.scoped(RegisteredGroups, Effect.all([registerGroup(TestApi, "who", registerWho)]))
       const pipeline = yield* Effect.map(
         Layer.build(
           webHandlerFrom(groups.pipe(Layer.provide(AuthorizationLive)), { corsOrigins: Option.none() }).pipe(
@@ -221,13 +221,13 @@ const HeadersTestApi = HttpApi.make("headers").add(HeadersApi)
 
 describe("the headers", () => {
   const derived = deriveRoutes([
-    Effect.runSync(
+    Effect.runSync(Effect.scoped(
       registerGroup(HeadersTestApi, "headers", (handlers) =>
         handlers
           .handle("named", () => Effect.succeed("ok"))
           .handle("keyed", () => Effect.succeed("ok"))
           .handle("any", () => Effect.succeed("ok")))
-    )
+    ))
   ])
 
   it("are read by the names the endpoint declares, as HttpApi reads them from a record of all of them", () => {

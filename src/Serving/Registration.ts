@@ -44,7 +44,7 @@ export const registerGroup = <
 ): Effect.Effect<
   RegisteredGroup,
   HttpApiBuilder.Handlers.Error<Return>,
-  Exclude<HttpApiBuilder.Handlers.Context<Return> | HttpApiGroup.HttpApiGroup.MiddlewareWithName<Groups, Name>, Scope>
+  HttpApiBuilder.Handlers.Context<Return> | HttpApiGroup.HttpApiGroup.MiddlewareWithName<Groups, Name> | Scope
 > =>
   Effect.gen(function*() {
     const registered = yield* Ref.make<RegisteredGroup | undefined>(undefined)
@@ -53,12 +53,13 @@ export const registerGroup = <
         Effect.context<never>(),
         (context) => Ref.set(registered, { api: api as unknown as HttpApi.HttpApi.AnyWithProps, handlers, context })
       )
-    // The library's own registration, on a router of its own that nothing serves.
-    yield* Effect.scoped(Layer.build(HttpApiBuilder.group(api, groupName, (handlers) => {
+    // The library's own registration, on a router of its own that nothing serves, in the caller's scope (the scope a
+    // handler finds in its context, as the library's group layer gives it).
+    yield* Layer.build(HttpApiBuilder.group(api, groupName, (handlers) => {
       const result = (build as unknown as Build)(handlers as never)
       return (Effect.isEffect(result)
         ? Effect.tap(result as Effect.Effect<HttpApiBuilder.Handlers<unknown, unknown, unknown>>, keep)
         : Effect.as(keep(result as HttpApiBuilder.Handlers<unknown, unknown, unknown>), result)) as never
-    })))
+    }))
     return (yield* Ref.get(registered))!
   }) as never
