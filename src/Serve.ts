@@ -5,6 +5,7 @@
 import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { CorsOrigins, flagOr, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
+import { BackupScheduleConfig, ScheduledBackupsLive } from "./Database/ScheduledBackups.js"
 import * as Sql from "./Database/Sql.js"
 import { WebHandlerLive } from "./Http.js"
 import { MetricsAddress } from "./Observability/Config.js"
@@ -56,6 +57,7 @@ export const serve = (flags: ServeFlags) =>
     (options) =>
       Effect.gen(function*() {
         yield* metricsApartFrom(options.host, options.port)
+        const backups = yield* BackupScheduleConfig(options.database)
         const settings = {
           ...options,
           servers: yield* ServersConfig,
@@ -69,8 +71,9 @@ export const serve = (flags: ServeFlags) =>
           ListenerLive(settings).pipe(
             Layer.provide(WebHandlerLive(settings)),
             Layer.provide(Lifecycle.Default),
-            // Pruned below the listener: the pruning stops once the drain is over, with the database still open.
+            // Pruned and backed up below the listener: both stop once the drain is over, with the database still open.
             Layer.provideMerge(RateLimitPruningLive),
+            Layer.provideMerge(ScheduledBackupsLive(backups)),
             Layer.provide(Sql.layer(options.database)),
             Layer.provide(ObservabilityLive(VERSION))
           )

@@ -86,6 +86,17 @@ const eventLoopDelay = Metric.gauge("petstore_event_loop_delay_seconds", {
   description: "The longest delay of a timer over the last 5 s: how long the event loop was kept from its next turn"
 })
 
+/** The scheduled backups (`Database/ScheduledBackups.ts`), registered when they are on. */
+export const backupLastSuccess = Metric.gauge("petstore_backup_last_success_timestamp_seconds", {
+  description: "When the last scheduled backup was written, seconds since the epoch; at start, the newest in BACKUP_DIR"
+})
+export const backupFailures = Metric.counter("petstore_backup_failures_total", {
+  description: "Scheduled backups that failed"
+})
+export const backupDuration = Metric.gauge("petstore_backup_duration_seconds", {
+  description: "How long the last scheduled backup that was written took"
+})
+
 /** What reads the pools' states into their gauges, run at each refresh. */
 const collectors = new Set<() => void>()
 
