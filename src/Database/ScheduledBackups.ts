@@ -9,6 +9,7 @@ import { FileSystem } from "@effect/platform"
 import { BunFileSystem } from "@effect/platform-bun"
 import { Clock, Config, ConfigError, Duration, Effect, Either, Layer, Metric, Option, Redacted, Schedule } from "effect"
 import { dirname, join, resolve } from "node:path"
+import { CommandFailed } from "../CommandFailed.js"
 import { duration, variable } from "../Config.js"
 import { backupDuration, backupFailures, backupLastSuccess } from "../Observability/Metrics.js"
 import { backup, type Pace, sqliteFileOf } from "./Backup.js"
@@ -124,9 +125,16 @@ export const backupOnce = (schedule: BackupSchedule) =>
     const started = yield* Clock.currentTimeMillis
     const file = join(schedule.directory, backupName(started))
     yield* fs.makeDirectory(schedule.directory, { recursive: true }).pipe(
-      Effect.mapError((error) => ({ message: `cannot create the directory ${schedule.directory}: ${reasonOf(error)}.` }))
+      Effect.mapError((error) =>
+        new CommandFailed({ message: `cannot create the directory ${schedule.directory}: ${reasonOf(error)}.` })
+      )
     )
-    const written = yield* backup({ database: Redacted.make(schedule.database), file, force: false, pace: SCHEDULED_PACE })
+    const written = yield* backup({
+      database: Redacted.make(schedule.database),
+      file,
+      force: false,
+      pace: SCHEDULED_PACE
+    })
     const finished = yield* Clock.currentTimeMillis
     yield* Metric.set(backupLastSuccess, finished / 1000)
     yield* Metric.set(backupDuration, written.millis / 1000)
@@ -167,7 +175,8 @@ const backupOrCount = (schedule: BackupSchedule) =>
 
 /**
  * Takes a backup every `schedule.every` for the life of the scope, in a fiber of its own. The first is due one period
- * after the newest in the directory (at once if there is none), so that restarts neither skip backups nor pile them up.
+ * after the newest in the directory (at once if there is none; within one period if the newest seems to come from the
+ * future, a clock set back), so that restarts neither skip backups nor pile them up.
  */
 export const runBackups = (schedule: BackupSchedule) =>
   Effect.gen(function*() {
@@ -180,7 +189,8 @@ export const runBackups = (schedule: BackupSchedule) =>
     const now = yield* Clock.currentTimeMillis
     const wait = Option.match(newest, {
       onNone: () => 0,
-      onSome: (millis) => Math.max(0, Math.min(millis + Duration.toMillis(schedule.every) - now, Duration.toMillis(schedule.every)))
+      onSome: (millis) =>
+        Math.max(0, Math.min(millis + Duration.toMillis(schedule.every) - now, Duration.toMillis(schedule.every)))
     })
     yield* Effect.logInfo("backups are scheduled").pipe(Effect.annotateLogs({
       directory: schedule.directory,
