@@ -114,6 +114,7 @@ interface SchemaEntry {
  * a temporary file, removed on failure) and synced by `writeWhole`. The page size, the schema (tables, then their
  * indexes, filled row by row; triggers and views once the rows are in), the AUTOINCREMENT counters, `user_version` and
  * `application_id` are the database's. Interrupted between steps, the transaction is abandoned with the connection.
+ * Answers the number of pets copied (counted as they are copied: a `count(*)` of a large catalogue is a step too long).
  */
 const copyInSteps = (database: string, temporary: string, target: string, pace: Pace) =>
   Effect.scoped(Effect.gen(function*() {
@@ -144,15 +145,17 @@ const copyInSteps = (database: string, temporary: string, target: string, pace: 
         (db.query("PRAGMA source.table_list").all() as Array<{ name: string; wr: bigint }>)
           .filter((table) => table.wr !== 0n).map((table) => table.name)
       )
-      return { schema, rowid: schema.filter((entry) => entry.type === "table"), withoutRowid }
+      return { schema, created: schema.filter((entry) => entry.type === "table"), withoutRowid }
     })
-    for (const { name } of tables.rowid) {
+    let pets = 0
+    for (const { name } of tables.created) {
       const table = quoted(name)
       if (tables.withoutRowid.has(name)) {
         // petstore has no such table; one step copies it whole.
         yield* write(() => db.run(`INSERT INTO main.${table} SELECT * FROM source.${table}`))
         continue
       }
+      let copied = 0
       const next = db.query(
         `SELECT max(rowid) AS last FROM (SELECT rowid FROM source.${table} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2)`
       )
@@ -161,13 +164,14 @@ const copyInSteps = (database: string, temporary: string, target: string, pace: 
       for (;;) {
         const last = yield* write(() => {
           const { last } = next.get(after, pace.rows) as { last: bigint | null }
-          if (last !== null) copy.run(after, last)
+          if (last !== null) copied += Number(copy.run(after, last).changes)
           return last
         })
         if (last === null) break
         after = last
         yield* Effect.sleep(pace.pause)
       }
+      if (name === "pets") pets = copied
     }
     yield* write(() => {
       const sequence = db.query("SELECT 1 FROM source.sqlite_master WHERE name = 'sqlite_sequence'").get()
@@ -182,6 +186,7 @@ const copyInSteps = (database: string, temporary: string, target: string, pace: 
       }
       db.run("COMMIT")
     })
+    return pets
   }))
 
 /** Refuses a FILE that exists (unless `force`), that is a directory, or that is the database itself. */
@@ -226,12 +231,12 @@ export const backup = (options: {
     const started = yield* Clock.currentTimeMillis
     const pets = yield* Effect.scoped(Effect.flatMap(openCatalogue(database, "the database"), (db) =>
       writeWhole(path, (temporary) =>
-        Effect.zipRight(
-          options.pace === undefined
-            ? snapshotInto(db, temporary, path)
-            : copyInSteps(database, temporary, path, options.pace),
-          Effect.scoped(Effect.flatMap(openCatalogue(temporary, "the snapshot"), countPets))
-        ))))
+        options.pace === undefined
+          ? Effect.zipRight(
+            snapshotInto(db, temporary, path),
+            Effect.scoped(Effect.flatMap(openCatalogue(temporary, "the snapshot"), countPets))
+          )
+          : copyInSteps(database, temporary, path, options.pace))))
     const { size } = yield* fs.stat(path).pipe(
       Effect.orElseFail(() =>
         new CommandFailed({ message: `cannot read ${path} back after writing it.` })
