@@ -10,7 +10,7 @@ import { BunFileSystem } from "@effect/platform-bun"
 import { Clock, Config, ConfigError, Duration, Effect, Either, Layer, Metric, Option, Redacted, Schedule } from "effect"
 import { dirname, join, resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
-import { duration, variable } from "../Config.js"
+import { BackupEvery, variable } from "../Config.js"
 import { backupDuration, backupFailures, backupLastSuccess } from "../Observability/Metrics.js"
 import { backup, type Pace, sqliteFileOf } from "./Backup.js"
 import { reasonOf } from "./DurableFile.js"
@@ -20,12 +20,6 @@ import { reasonOf } from "./DurableFile.js"
  * (median), 15 ms at worst on a busy 2-core machine (`bench/results/2026-11-28-scheduled-backups.md`).
  */
 export const SCHEDULED_PACE: Pace = { rows: 1000, pause: Duration.millis(5) }
-
-/** `BACKUP_EVERY`: how often a backup is taken; unset or `0`, never. */
-export const BackupEvery = duration("BACKUP_EVERY").pipe(
-  Config.option,
-  Config.map(Option.filter((every) => Duration.toMillis(every) > 0))
-)
 
 /** `BACKUP_KEEP`: how many backups are kept. */
 export const BackupKeep = variable(
