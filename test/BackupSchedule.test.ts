@@ -116,10 +116,10 @@ describe("the copy made in steps", () => {
         database: Redacted.make(database),
         file: target,
         force: false,
-        pace: { rows: 5, pause: Duration.millis(10) }
+        pace: { rows: 5, pause: Duration.millis(20) }
       })))
-      // Some steps in (the whole copy takes 60 steps, more than half a second).
-      yield* Effect.sleep(Duration.millis(150))
+      // Some steps in (the whole copy takes 60 steps, more than a second).
+      yield* Effect.sleep(Duration.millis(250))
       expect(readdirSync(directory).filter((name) => name.endsWith(".tmp"))).toHaveLength(1)
       yield* Fiber.interrupt(copying)
       expect(readdirSync(directory)).toEqual([])
@@ -170,9 +170,10 @@ describe("scheduled backups", () => {
         logged.push({ message: Array.isArray(message) ? message[0] : message, level: logLevel.label, reason })
       })
       const before = yield* failures
-      yield* run(runBackups(failing)).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture)))
-      // The first is due one period after the newest there; then one each period.
-      yield* Effect.sleep(Duration.millis(450))
+      // The first is due one period after the newest there; then one each period, until the scope closes.
+      yield* Effect.scoped(Effect.zipRight(run(runBackups(failing)), Effect.sleep(Duration.millis(450)))).pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+      )
       const failed = (yield* failures) - before
       expect(failed).toBeGreaterThanOrEqual(2)
       const lines = logged.filter((line) => line.message === "backup failed")

@@ -153,17 +153,17 @@ export const backupOnce = (schedule: BackupSchedule) =>
     return { ...written, removed }
   })
 
-/** `backupOnce`, a failure counted and logged once with its reason instead of failing. */
+/** `backupOnce`, a failure counted and logged once with its reason (both or neither) instead of failing. */
 const backupOrCount = (schedule: BackupSchedule) =>
   backupOnce(schedule).pipe(
     Effect.catchAll((error) => Effect.succeed(error.message)),
     Effect.catchAllDefect((defect) => Effect.succeed(reasonOf(defect))),
     Effect.flatMap((outcome) =>
       typeof outcome === "string"
-        ? Effect.zipRight(
+        ? Effect.uninterruptible(Effect.zipRight(
           Metric.increment(backupFailures),
           Effect.logError("backup failed").pipe(Effect.annotateLogs({ directory: schedule.directory, reason: outcome }))
-        )
+        ))
         : Effect.void
     )
   )
