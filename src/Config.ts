@@ -120,3 +120,9 @@ export const CorsOrigins = Config.array(
   ),
   "CORS_ORIGINS"
 ).pipe(Config.option, Config.map(Option.filter((origins) => origins.length > 0)))
+
+/** `BACKUP_EVERY`: how often a SQLite server backs itself up (`Database/ScheduledBackups.ts`); unset or `0`, never. */
+export const BackupEvery = duration("BACKUP_EVERY").pipe(
+  Config.option,
+  Config.map(Option.filter((every) => Duration.toMillis(every) > 0))
+)

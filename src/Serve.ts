@@ -4,7 +4,16 @@
  */
 import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
-import { CorsOrigins, flagOr, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
+import {
+  BackupEvery,
+  CorsOrigins,
+  flagOr,
+  Host,
+  Port,
+  ServersConfig,
+  ShutdownDelay,
+  ShutdownTimeout
+} from "./Config.js"
 import * as Sql from "./Database/Sql.js"
 import { WebHandlerLive } from "./Http.js"
 import { MetricsAddress } from "./Observability/Config.js"
@@ -34,6 +43,18 @@ export const metricsApartFrom = (host: string, port: number) =>
       ))
       : Effect.void)
 
+/**
+ * The scheduled backups' layer, checked before the server starts (a database they cannot back up stops it): nothing
+ * when `BACKUP_EVERY` is off, and then their module is not even loaded.
+ */
+const scheduledBackups = (database: Redacted.Redacted<string>) =>
+  Effect.flatMap(BackupEvery, (every) =>
+    Option.isNone(every) ? Effect.succeed(Layer.empty) : Effect.flatMap(
+      Effect.promise(() => import("./Database/ScheduledBackups.js")),
+      ({ BackupScheduleConfig, ScheduledBackupsLive }) =>
+        Effect.map(BackupScheduleConfig(database), ScheduledBackupsLive)
+    ))
+
 /** The flags of `serve`, each overriding its variable: `HOST`, `PORT`, `DATABASE_URL`. */
 export interface ServeFlags {
   readonly host: Option.Option<string>
@@ -56,6 +77,7 @@ export const serve = (flags: ServeFlags) =>
     (options) =>
       Effect.gen(function*() {
         yield* metricsApartFrom(options.host, options.port)
+        const backups = yield* scheduledBackups(options.database)
         const settings = {
           ...options,
           servers: yield* ServersConfig,
@@ -69,8 +91,9 @@ export const serve = (flags: ServeFlags) =>
           ListenerLive(settings).pipe(
             Layer.provide(WebHandlerLive(settings)),
             Layer.provide(Lifecycle.Default),
-            // Pruned below the listener: the pruning stops once the drain is over, with the database still open.
+            // Pruned and backed up below the listener: both stop once the drain is over, with the database still open.
             Layer.provideMerge(RateLimitPruningLive),
+            Layer.provideMerge(backups),
             Layer.provide(Sql.layer(options.database)),
             Layer.provide(ObservabilityLive(VERSION))
           )

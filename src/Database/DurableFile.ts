@@ -90,7 +90,8 @@ export const cannotWrite = (target: string) => (error: unknown) =>
 /**
  * Puts a file at `target` whole or not at all: `fill` writes it under a fresh temporary name beside `target`; the file
  * is synced, `beforeRename` runs, the file is renamed over `target` and the directory synced, so that after a crash or
- * a power cut `target` holds the old file or the new one, complete. The temporary file goes if anything fails.
+ * a power cut `target` holds the old file or the new one, complete. The temporary file goes if anything fails or
+ * `fill` is interrupted.
  */
 export const writeWhole = <A, E, R>(
   target: string,
@@ -104,10 +105,13 @@ export const writeWhole = <A, E, R>(
     yield* Effect.addFinalizer(() => Effect.ignore(fs.remove(temporary)))
     const file = yield* orCannotWrite(fs.open(temporary, { flag: "wx" }))
     const result = yield* fill(temporary)
-    yield* orCannotWrite(file.sync)
-    yield* beforeRename
-    yield* orCannotWrite(fs.rename(temporary, target))
-    yield* orCannotWrite(Effect.scoped(Effect.flatMap(fs.open(dirname(target), { flag: "r" }), (dir) => dir.sync)))
+    // Once filled, the file is put in place to the end: an interruption waits for it.
+    yield* Effect.uninterruptible(Effect.gen(function*() {
+      yield* orCannotWrite(file.sync)
+      yield* beforeRename
+      yield* orCannotWrite(fs.rename(temporary, target))
+      yield* orCannotWrite(Effect.scoped(Effect.flatMap(fs.open(dirname(target), { flag: "r" }), (dir) => dir.sync)))
+    }))
     return result
   }))
 

@@ -98,6 +98,17 @@ const spansQueued = Metric.gauge("petstore_otel_spans_queued", {
   description: "Ended spans neither exported nor dropped yet: waiting for their batch, or being sent"
 })
 
+/** The scheduled backups (`Database/ScheduledBackups.ts`), registered when they are on. */
+export const backupLastSuccess = Metric.gauge("petstore_backup_last_success_timestamp_seconds", {
+  description: "When the last scheduled backup was written, seconds since the epoch; at start, the newest in BACKUP_DIR"
+})
+export const backupFailures = Metric.counter("petstore_backup_failures_total", {
+  description: "Scheduled backups that failed"
+})
+export const backupDuration = Metric.gauge("petstore_backup_duration_seconds", {
+  description: "How long the last scheduled backup that was written took"
+})
+
 /** What reads the pools' states and the span counts into their metrics, run at each refresh. */
 const collectors = new Set<() => void>()
 
