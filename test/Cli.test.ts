@@ -6,6 +6,7 @@ import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import { type AddressInfo, createServer } from "node:net"
+import { describePostgres } from "./support/backends.js"
 import { makePetstore, type Petstore, root, type Run } from "./support/cli.js"
 import { tempDatabaseFile } from "./support/files.js"
 import { API_KEY_FORMAT } from "./support/keys.js"
@@ -174,4 +175,50 @@ describe("petstore command line", { timeout: 120_000 }, () => {
         expect(result.stderr).not.toContain("--help")
       }))
   }
+})
+
+describePostgres((_, url) => {
+  describe("a refusal that waiting does not cure fails at once", { timeout: 60_000 }, () => {
+    const server = new URL(url)
+    /** `keys list` on the test server, `change`d; were it retried for DB_STARTUP_TIMEOUT, the run would be killed. */
+    const keysListOn = (change: (url: URL) => void) =>
+      Effect.gen(function*() {
+        const petstore = yield* makePetstore
+        const target = new URL(url)
+        change(target)
+        return yield* petstore(["keys", "list"], { DATABASE_URL: target.href, DB_STARTUP_TIMEOUT: "10 minutes" })
+      })
+    const expectOneLine = (result: Run) => {
+      expect(result.status).toBe(1)
+      expect(result.stdout).toBe("")
+      expect(result.stderr.trimEnd().split("\n")).toHaveLength(1)
+      expect(result.stderr).not.toContain("retrying")
+    }
+
+    it.scoped("a wrong password: one line naming the server and DATABASE_URL's password, exit 1", () =>
+      Effect.gen(function*() {
+        const result = yield* keysListOn((target) => void (target.password = "not-the-password-7c1e"))
+        expectOneLine(result)
+        expect(result.stderr).toMatch(
+          new RegExp(
+            `^petstore: PostgreSQL at ${server.host}${server.pathname} refused the password: .*28P01.*` +
+              `Fix the password .* in DATABASE_URL`
+          )
+        )
+        expect(result.stderr).not.toContain("not-the-password-7c1e")
+      }))
+
+    it.scoped("a database that does not exist: one line naming it and DATABASE_URL's database name, exit 1", () =>
+      Effect.gen(function*() {
+        const result = yield* keysListOn((target) => void (target.pathname = "/no_such_catalogue"))
+        expectOneLine(result)
+        expect(result.stderr).toMatch(
+          new RegExp(
+            `^petstore: PostgreSQL at ${server.host}/no_such_catalogue has no such database: .*3D000.*` +
+              `Fix the database name in DATABASE_URL.*createdb no_such_catalogue`
+          )
+        )
+        expect(result.stderr).not.toContain(server.password)
+      }))
+  })
 })

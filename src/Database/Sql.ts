@@ -38,6 +38,7 @@ export const describeDatabase = (url: Redacted.Redacted<string>): string => {
 
 type DatabaseError =
   | Postgres.DatabaseUnavailable
+  | Postgres.DatabaseRefused
   | DatabaseFileError
   | Migrator.MigrationError
   | SqlError.SqlError

@@ -135,7 +135,7 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
     const result = petstore([], { DATABASE_URL: "postgres://u:secret@127.0.0.1:1/db", DB_STARTUP_TIMEOUT: "2s" })
     expect(result.status).toBe(1)
     const lines = (result.stdout + result.stderr).trim().split("\n")
-    expect(lines.at(-1)).toMatch(/^petstore: PostgreSQL at 127\.0\.0\.1:1\/db did not answer within 2s/)
+    expect(lines.at(-1)).toMatch(/^petstore: PostgreSQL at 127\.0\.0\.1:1\/db could not be reached within 2s \(DB_STARTUP_TIMEOUT\)/)
     expect(lines.slice(0, -1).every((line) => JSON.parse(line).message.includes("retrying"))).toBe(true)
     expect(result.stderr).not.toContain("secret")
   })
