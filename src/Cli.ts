@@ -67,7 +67,11 @@ const keysCreate = Command.make(
   ({ database, name }) =>
     Effect.gen(function*() {
       const created = yield* (yield* ApiKeys).create(name)
-      yield* note(`Created API key ${created.id} (${created.name}). It is shown once; store it now:`)
+      // On a terminal the key follows this note; captured (`KEY=$(…)`, a pipe, a file), it went there instead.
+      const where = process.stdout.isTTY
+        ? "It is shown once; store it now:"
+        : "The key was written to stdout and is shown only once: store it now."
+      yield* note(`Created API key ${created.id} (${created.name}). ${where}`)
       yield* Console.log(Redacted.value(created.key))
     }).pipe(withKeys(database))
 )

@@ -4,7 +4,16 @@
  */
 import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
-import { CorsOrigins, flagOr, Host, Port, ServersConfig, ShutdownDelay, ShutdownTimeout } from "./Config.js"
+import {
+  CorsOrigins,
+  flagOr,
+  Host,
+  isWildcardHost,
+  Port,
+  ServersConfig,
+  ShutdownDelay,
+  ShutdownTimeout
+} from "./Config.js"
 import * as Sql from "./Database/Sql.js"
 import { WebHandlerLive } from "./Http.js"
 import { MetricsAddress } from "./Observability/Config.js"
@@ -17,8 +26,6 @@ import { RateLimitPruningLive } from "./RateLimit/Pruning.js"
 
 export const VERSION: string = pkg.version
 
-const WILDCARDS = ["", "0.0.0.0", "::"]
-
 /**
  * The metrics have a listener of their own: `METRICS_ADDRESS` on the API's address (the same port, on the same or a
  * wildcard host) is refused, naming both settings.
@@ -26,7 +33,7 @@ const WILDCARDS = ["", "0.0.0.0", "::"]
 export const metricsApartFrom = (host: string, port: number) =>
   Effect.flatMap(MetricsAddress, (address) =>
     Option.isSome(address) && address.value.port === port &&
-      (address.value.hostname === host || WILDCARDS.includes(host) || WILDCARDS.includes(address.value.hostname))
+      (address.value.hostname === host || isWildcardHost(host) || isWildcardHost(address.value.hostname))
       ? Effect.fail(ConfigError.InvalidData(
         ["METRICS_ADDRESS"],
         `METRICS_ADDRESS ${address.value.hostname}:${port} is on the API's address (HOST ${host}, PORT ${port}): the ` +
@@ -71,7 +78,7 @@ export const serve = (flags: ServeFlags) =>
             Layer.provide(Lifecycle.Default),
             // Pruned below the listener: the pruning stops once the drain is over, with the database still open.
             Layer.provideMerge(RateLimitPruningLive),
-            Layer.provide(Sql.layer(options.database)),
+            Layer.provide(Sql.servedLayer(options.database)),
             Layer.provide(ObservabilityLive(VERSION))
           )
         ).pipe(Effect.withTracerEnabled(false))

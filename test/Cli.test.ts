@@ -4,7 +4,7 @@
  */
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { type AddressInfo, createServer } from "node:net"
 import { describePostgres } from "./support/backends.js"
 import { makePetstore, type Petstore, root, type Run } from "./support/cli.js"
@@ -48,6 +48,33 @@ describe("petstore command line", { timeout: 120_000 }, () => {
       const created = yield* petstore(["keys", "create", "--name", "ci"])
       expect(created.status).toBe(0)
       expect(lastLine(created.stdout)).toMatch(API_KEY_FORMAT)
+    }))
+
+  it.scoped("keys create captured (stdout not a terminal): the note says the key went to stdout", () =>
+    Effect.gen(function*() {
+      const petstore = yield* makePetstore
+      const created = yield* petstore(["keys", "create", "--name", "ci"])
+      expect(created.status).toBe(0)
+      expect(created.stderr.trimEnd().split("\n").at(-1)).toMatch(
+        /^Created API key [0-9a-f]{12} \(ci\)\. The key was written to stdout and is shown only once: store it now\.$/
+      )
+    }))
+
+  it.scoped("keys create on a terminal: the note ends with a colon, and the key follows it", () =>
+    Effect.gen(function*() {
+      const database = yield* tempDatabaseFile
+      const terminal = spawnSync("script", [
+        "-qec",
+        `${process.execPath} src/main.ts keys create --name tty`,
+        "/dev/null"
+      ], {
+        cwd: root,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: database, LOG_FORMAT: "json" },
+        encoding: "utf8",
+        timeout: 30_000
+      })
+      expect(terminal.status).toBe(0)
+      expect(terminal.stdout).toMatch(/\(tty\)\. It is shown once; store it now:\r?\npsk_[0-9a-f]{12}_/)
     }))
 
   it.scoped("keys list shows a key's id, name and times, never the key", () =>

@@ -9,7 +9,8 @@ import { Config, type ConfigError, Duration, Effect, Layer, Redacted } from "eff
 import { duration, positiveDuration } from "../Config.js"
 import * as Postgres from "./Postgres.js"
 import * as Sqlite from "./Sqlite.js"
-import type { DatabaseFileError } from "./SqliteFile.js"
+import { type DatabaseFileError, sqliteFile } from "./SqliteFile.js"
+import * as SqliteOwner from "./SqliteOwner.js"
 
 /** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
 export const DatabaseUrl = Config.redacted("DATABASE_URL").pipe(Config.withDefault(Redacted.make("petstore.db")))
@@ -53,6 +54,17 @@ export const layer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.Sql
   return isPostgresUrl(value)
     ? Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, (timeouts) => Postgres.layer(url, timeouts)))
     : Layer.unwrapEffect(Effect.map(QueryTimeoutConfig, (query) => Sqlite.layer(value, query)))
+}
+
+/**
+ * The database as `serve` holds it: `layer`, and for a SQLite file its ownership (`SqliteOwner.ts`: one server per
+ * file), taken once the file is open, so that a file that cannot be opened is explained as such.
+ */
+export const servedLayer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
+  const value = Redacted.value(url)
+  return isPostgresUrl(value)
+    ? layer(url)
+    : Layer.scopedDiscard(Effect.flatMap(sqliteFile(value), SqliteOwner.own)).pipe(Layer.provideMerge(layer(url)))
 }
 
 /** A fresh in-memory database, for tests. */
