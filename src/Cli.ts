@@ -54,10 +54,18 @@ const databaseOf = (flag: Option.Option<Redacted.Redacted<string>>) => flagOr(fl
 
 const serveOptions = { host, port, database }
 
-/** The keys service on the database (`--database`, else `DATABASE_URL`), built with the logger on stderr in place. */
-const withKeys = (flag: Option.Option<Redacted.Redacted<string>>) => <A, E>(effect: Effect.Effect<A, E, ApiKeys>) =>
+/**
+ * The keys service on the database (`--database`, else `DATABASE_URL`), built with the logger on stderr in place;
+ * `reading`: for a command that only reads, which needs only read access to a SQLite file.
+ */
+const withKeys = (flag: Option.Option<Redacted.Redacted<string>>, reading = false) =>
+<A, E>(
+  effect: Effect.Effect<A, E, ApiKeys>
+) =>
   databaseOf(flag).pipe(
-    Effect.flatMap((url) => Effect.provide(effect, ApiKeys.Default.pipe(Layer.provide(Sql.layer(url))))),
+    Effect.flatMap((url) =>
+      Effect.provide(effect, ApiKeys.Default.pipe(Layer.provide((reading ? Sql.readingLayer : Sql.layer)(url))))
+    ),
     Effect.provide(LoggingLive("stderr"))
   )
 
@@ -85,7 +93,7 @@ const keysList = Command.make("list", { database }, ({ database }) =>
     ]
     const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)))
     for (const row of rows) yield* Console.log(row.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd())
-  }).pipe(withKeys(database)))
+  }).pipe(withKeys(database, true)))
 
 const keysRevoke = Command.make(
   "revoke",

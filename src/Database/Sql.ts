@@ -5,11 +5,12 @@
  * run; the repositories, the handlers and the command line do not know which backend they run on.
  */
 import type { Migrator, SqlClient, SqlError } from "@effect/sql"
-import { Config, type ConfigError, Duration, Effect, Layer, Redacted } from "effect"
+import { Config, type ConfigError, Duration, Effect, Either, Layer, Redacted } from "effect"
+import { existsSync } from "node:fs"
 import { duration, positiveDuration } from "../Config.js"
 import * as Postgres from "./Postgres.js"
 import * as Sqlite from "./Sqlite.js"
-import { type DatabaseFileError, sqliteFile } from "./SqliteFile.js"
+import { type DatabaseFileError, IN_MEMORY, sqliteFile } from "./SqliteFile.js"
 import * as SqliteOwner from "./SqliteOwner.js"
 
 /** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
@@ -54,6 +55,18 @@ export const layer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.Sql
   return isPostgresUrl(value)
     ? Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, (timeouts) => Postgres.layer(url, timeouts)))
     : Layer.unwrapEffect(Effect.map(QueryTimeoutConfig, (query) => Sqlite.layer(value, query)))
+}
+
+/**
+ * The database for a command that only reads (`keys list`): an existing SQLite file read-only (read access is enough;
+ * `Sqlite.readingLayer`), else `layer`.
+ */
+export const readingLayer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
+  const value = Redacted.value(url)
+  const file = isPostgresUrl(value) ? undefined : Either.getOrUndefined(sqliteFile(value))
+  return file === undefined || file === IN_MEMORY || !existsSync(file)
+    ? layer(url)
+    : Layer.unwrapEffect(Effect.map(QueryTimeoutConfig, (query) => Sqlite.readingLayer(file, query)))
 }
 
 /**
