@@ -195,7 +195,7 @@ export const explainingOpenFailures = (file: string, access: "read" | "write" = 
     return reason === undefined ? Layer.failCause(cause) : Layer.fail(
       new DatabaseFileError({
         message: `DATABASE_URL names the SQLite database ${resolve(file)}, which cannot be opened: ${
-          access === "read" ? readAccessProblem(file) ?? `SQLite says: ${reason}.` : diagnose(file, reason)
+          (access === "read" ? readAccessProblem(file) : undefined) ?? diagnose(file, reason)
         }`
       })
     )
