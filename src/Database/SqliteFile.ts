@@ -180,7 +180,8 @@ export const readFailure = (path: string, failure: unknown): string => {
 
 /**
  * The SQLite layers on `file`, with a failure to open, create or write the file (a defect of the driver included)
- * turned into a `DatabaseFileError` that explains it. Other failures pass as they are.
+ * turned into a `DatabaseFileError` that explains it; for layers that only `read`, the read access it lacks first.
+ * Other failures pass as they are.
  */
 export const explainingOpenFailures = (file: string, access: "read" | "write" = "write") =>
 <A, E, R>(
