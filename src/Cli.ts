@@ -54,10 +54,18 @@ const databaseOf = (flag: Option.Option<Redacted.Redacted<string>>) => flagOr(fl
 
 const serveOptions = { host, port, database }
 
-/** The keys service on the database (`--database`, else `DATABASE_URL`), built with the logger on stderr in place. */
-const withKeys = (flag: Option.Option<Redacted.Redacted<string>>) => <A, E>(effect: Effect.Effect<A, E, ApiKeys>) =>
+/**
+ * The keys service on the database (`--database`, else `DATABASE_URL`), built with the logger on stderr in place;
+ * `reading`: for a command that only reads, which needs only read access to a SQLite file.
+ */
+const withKeys = (flag: Option.Option<Redacted.Redacted<string>>, reading = false) =>
+<A, E>(
+  effect: Effect.Effect<A, E, ApiKeys>
+) =>
   databaseOf(flag).pipe(
-    Effect.flatMap((url) => Effect.provide(effect, ApiKeys.Default.pipe(Layer.provide(Sql.layer(url))))),
+    Effect.flatMap((url) =>
+      Effect.provide(effect, ApiKeys.Default.pipe(Layer.provide((reading ? Sql.readingLayer : Sql.layer)(url))))
+    ),
     Effect.provide(LoggingLive("stderr"))
   )
 
@@ -67,7 +75,11 @@ const keysCreate = Command.make(
   ({ database, name }) =>
     Effect.gen(function*() {
       const created = yield* (yield* ApiKeys).create(name)
-      yield* note(`Created API key ${created.id} (${created.name}). It is shown once; store it now:`)
+      // On a terminal the key follows this note; captured (`KEY=$(…)`, a pipe, a file), it went there instead.
+      const where = process.stdout.isTTY
+        ? "It is shown once; store it now:"
+        : "The key was written to stdout and is shown only once: store it now."
+      yield* note(`Created API key ${created.id} (${created.name}). ${where}`)
       yield* Console.log(Redacted.value(created.key))
     }).pipe(withKeys(database))
 )
@@ -81,7 +93,7 @@ const keysList = Command.make("list", { database }, ({ database }) =>
     ]
     const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)))
     for (const row of rows) yield* Console.log(row.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd())
-  }).pipe(withKeys(database)))
+  }).pipe(withKeys(database, true)))
 
 const keysRevoke = Command.make(
   "revoke",

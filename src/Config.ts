@@ -73,6 +73,9 @@ export const flagOr = <A>(flag: Option.Option<A>, setting: Config.Config<A>): Co
   Option.match(flag, { onNone: () => setting, onSome: Config.succeed })
 
 export const Host = Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
+
+/** A host that listens on every address of the machine: `0.0.0.0`, `::` (and an empty one, which Bun takes so). */
+export const isWildcardHost = (host: string): boolean => host === "" || host === "0.0.0.0" || host === "::"
 export const Port = variable("PORT", parsePort).pipe(Config.withDefault(8080))
 
 const httpUrl = (name: string, fallback: string) =>
@@ -110,16 +113,34 @@ export const ShutdownTimeout = duration("SHUTDOWN_TIMEOUT").pipe(Config.withDefa
  */
 export const ShutdownDelay = duration("SHUTDOWN_DELAY").pipe(Config.withDefault(Duration.seconds(5)))
 
-/** `CORS_ORIGINS`: a comma-separated list of origins, or `*`; unset, CORS is off. */
-export const CorsOrigins = Config.array(
-  Config.string().pipe(
-    Config.validate({
-      message: "Expected `*` or origins such as https://app.example.com",
-      validation: (origin) => origin === "*" || (URL.canParse(origin) && new URL(origin).origin === origin)
-    })
-  ),
-  "CORS_ORIGINS"
-).pipe(Config.option, Config.map(Option.filter((origins) => origins.length > 0)))
+const ORIGINS_RULE = "must be * or comma-separated origins such as https://app.example.com"
+
+/**
+ * One origin of `CORS_ORIGINS`: `scheme://host[:port]`, exactly as a browser sends it in `Origin`; else why not (a
+ * trailing slash, a path, a query, something that is no http(s) URL).
+ */
+const parseOrigin = (origin: string): Either.Either<string, string> => {
+  if (origin === "*") return Either.right(origin)
+  const url = URL.canParse(origin) ? new URL(origin) : undefined
+  if (url === undefined || !/^https?:$/.test(url.protocol)) {
+    return Either.left(`${ORIGINS_RULE}: ${JSON.stringify(origin)} is not an http(s) origin`)
+  }
+  if (url.origin === origin) return Either.right(origin)
+  const why = url.pathname === "/" && url.search === "" && url.hash === "" && origin.endsWith("/")
+    ? "ends with a slash, which no browser's Origin has"
+    : "has a path, a query or a fragment, which no browser's Origin has"
+  return Either.left(`${ORIGINS_RULE}: ${JSON.stringify(origin)} ${why}; write ${url.origin}`)
+}
+
+/** `CORS_ORIGINS`: a comma-separated list of origins, or `*`; unset (or empty), CORS is off. */
+export const CorsOrigins = variable(
+  "CORS_ORIGINS",
+  (text) =>
+    Either.all(text.split(",").map((origin) => origin.trim()).filter((origin) => origin !== "").map(parseOrigin))
+).pipe(
+  Config.option,
+  Config.map(Option.filter((origins) => origins.length > 0))
+)
 
 /** `BACKUP_EVERY`: how often a SQLite server backs itself up (`Database/ScheduledBackups.ts`); unset or `0`, never. */
 export const BackupEvery = duration("BACKUP_EVERY").pipe(

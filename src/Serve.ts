@@ -9,6 +9,7 @@ import {
   CorsOrigins,
   flagOr,
   Host,
+  isWildcardHost,
   Port,
   ServersConfig,
   ShutdownDelay,
@@ -26,8 +27,6 @@ import { RateLimitPruningLive } from "./RateLimit/Pruning.js"
 
 export const VERSION: string = pkg.version
 
-const WILDCARDS = ["", "0.0.0.0", "::"]
-
 /**
  * The metrics have a listener of their own: `METRICS_ADDRESS` on the API's address (the same port, on the same or a
  * wildcard host) is refused, naming both settings.
@@ -35,7 +34,7 @@ const WILDCARDS = ["", "0.0.0.0", "::"]
 export const metricsApartFrom = (host: string, port: number) =>
   Effect.flatMap(MetricsAddress, (address) =>
     Option.isSome(address) && address.value.port === port &&
-      (address.value.hostname === host || WILDCARDS.includes(host) || WILDCARDS.includes(address.value.hostname))
+      (address.value.hostname === host || isWildcardHost(host) || isWildcardHost(address.value.hostname))
       ? Effect.fail(ConfigError.InvalidData(
         ["METRICS_ADDRESS"],
         `METRICS_ADDRESS ${address.value.hostname}:${port} is on the API's address (HOST ${host}, PORT ${port}): the ` +
@@ -94,7 +93,7 @@ export const serve = (flags: ServeFlags) =>
             // Pruned and backed up below the listener: both stop once the drain is over, with the database still open.
             Layer.provideMerge(RateLimitPruningLive),
             Layer.provideMerge(backups),
-            Layer.provide(Sql.layer(options.database)),
+            Layer.provide(Sql.servedLayer(options.database)),
             Layer.provide(ObservabilityLive(VERSION))
           )
         ).pipe(Effect.withTracerEnabled(false))

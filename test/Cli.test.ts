@@ -4,8 +4,9 @@
  */
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { type AddressInfo, createServer } from "node:net"
+import { describePostgres } from "./support/backends.js"
 import { makePetstore, type Petstore, root, type Run } from "./support/cli.js"
 import { tempDatabaseFile } from "./support/files.js"
 import { API_KEY_FORMAT } from "./support/keys.js"
@@ -47,6 +48,33 @@ describe("petstore command line", { timeout: 120_000 }, () => {
       const created = yield* petstore(["keys", "create", "--name", "ci"])
       expect(created.status).toBe(0)
       expect(lastLine(created.stdout)).toMatch(API_KEY_FORMAT)
+    }))
+
+  it.scoped("keys create captured (stdout not a terminal): the note says the key went to stdout", () =>
+    Effect.gen(function*() {
+      const petstore = yield* makePetstore
+      const created = yield* petstore(["keys", "create", "--name", "ci"])
+      expect(created.status).toBe(0)
+      expect(created.stderr.trimEnd().split("\n").at(-1)).toMatch(
+        /^Created API key [0-9a-f]{12} \(ci\)\. The key was written to stdout and is shown only once: store it now\.$/
+      )
+    }))
+
+  it.scoped("keys create on a terminal: the note ends with a colon, and the key follows it", () =>
+    Effect.gen(function*() {
+      const database = yield* tempDatabaseFile
+      const terminal = spawnSync("script", [
+        "-qec",
+        `${process.execPath} src/main.ts keys create --name tty`,
+        "/dev/null"
+      ], {
+        cwd: root,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: database, LOG_FORMAT: "json" },
+        encoding: "utf8",
+        timeout: 30_000
+      })
+      expect(terminal.status).toBe(0)
+      expect(terminal.stdout).toMatch(/\(tty\)\. It is shown once; store it now:\r?\npsk_[0-9a-f]{12}_/)
     }))
 
   it.scoped("keys list shows a key's id, name and times, never the key", () =>
@@ -174,4 +202,50 @@ describe("petstore command line", { timeout: 120_000 }, () => {
         expect(result.stderr).not.toContain("--help")
       }))
   }
+})
+
+describePostgres((_, url) => {
+  describe("a refusal that waiting does not cure fails at once", { timeout: 60_000 }, () => {
+    const server = new URL(url)
+    /** `keys list` on the test server, `change`d; were it retried for DB_STARTUP_TIMEOUT, the run would be killed. */
+    const keysListOn = (change: (url: URL) => void) =>
+      Effect.gen(function*() {
+        const petstore = yield* makePetstore
+        const target = new URL(url)
+        change(target)
+        return yield* petstore(["keys", "list"], { DATABASE_URL: target.href, DB_STARTUP_TIMEOUT: "10 minutes" })
+      })
+    const expectOneLine = (result: Run) => {
+      expect(result.status).toBe(1)
+      expect(result.stdout).toBe("")
+      expect(result.stderr.trimEnd().split("\n")).toHaveLength(1)
+      expect(result.stderr).not.toContain("retrying")
+    }
+
+    it.scoped("a wrong password: one line naming the server and DATABASE_URL's password, exit 1", () =>
+      Effect.gen(function*() {
+        const result = yield* keysListOn((target) => void (target.password = "not-the-password-7c1e"))
+        expectOneLine(result)
+        expect(result.stderr).toMatch(
+          new RegExp(
+            `^petstore: PostgreSQL at ${server.host}${server.pathname} refused the password: .*28P01.*` +
+              `Fix the password .* in DATABASE_URL`
+          )
+        )
+        expect(result.stderr).not.toContain("not-the-password-7c1e")
+      }))
+
+    it.scoped("a database that does not exist: one line naming it and DATABASE_URL's database name, exit 1", () =>
+      Effect.gen(function*() {
+        const result = yield* keysListOn((target) => void (target.pathname = "/no_such_catalogue"))
+        expectOneLine(result)
+        expect(result.stderr).toMatch(
+          new RegExp(
+            `^petstore: PostgreSQL at ${server.host}/no_such_catalogue has no such database: .*3D000.*` +
+              `Fix the database name in DATABASE_URL.*createdb no_such_catalogue`
+          )
+        )
+        expect(result.stderr).not.toContain(server.password)
+      }))
+  })
 })

@@ -70,4 +70,37 @@ describe("settings", { timeout: 120_000 }, () => {
         expect(result.stderr).toContain("Set DATABASE_URL to a file on a writable disk")
       })
   )
+
+  for (
+    const [variable, value, message] of [
+      [
+        "CORS_ORIGINS",
+        "https://a.example.com/",
+        `CORS_ORIGINS must be * or comma-separated origins such as https://app.example.com: "https://a.example.com/" ` +
+        `ends with a slash, which no browser's Origin has; write https://a.example.com (got "https://a.example.com/")`
+      ],
+      [
+        "CORS_ORIGINS",
+        "https://a.example.com,https://b.example.com/app",
+        `CORS_ORIGINS must be * or comma-separated origins such as https://app.example.com: ` +
+        `"https://b.example.com/app" has a path, a query or a fragment, which no browser's Origin has; write ` +
+        `https://b.example.com (got "https://a.example.com,https://b.example.com/app")`
+      ],
+      [
+        "METRICS_ADDRESS",
+        "42086",
+        `METRICS_ADDRESS must be host:port, such as 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464 (a port alone names ` +
+        `no host) (got "42086")`
+      ]
+    ]
+  ) {
+    it.scoped(`${variable}=${value}: one line saying what it got and what it expects, exit 1`, () =>
+      Effect.gen(function*() {
+        const petstore = yield* makePetstore
+        // A real port: should the server start despite the bad setting, the run times out and the test fails.
+        const result = yield* petstore(["serve", "--host", "127.0.0.1", "--port", "65535"], { [variable]: value })
+        expect(result.status).toBe(1)
+        expect(result.stderr).toBe(`petstore: ${message}\n`)
+      }))
+  }
 })

@@ -8,6 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Logger, Redacted } from "effect"
 import { createServer } from "node:net"
 import { migrations } from "../src/Database/Migrations.js"
+import { healsWithTime } from "../src/Database/Postgres.js"
 import * as Sql from "../src/Database/Sql.js"
 import { describePostgres, SQLite } from "./support/backends.js"
 import { authorized, testServerOn } from "./support/http.js"
@@ -56,6 +57,11 @@ describe("the backend DATABASE_URL selects", () => {
 })
 
 describe("start-up with PostgreSQL unreachable", () => {
+  it("waits out what time can cure (no answer, starting up, too many connections), never a refusal", () => {
+    for (const sqlState of [undefined, "57P03", "53300", "08006", "57014"]) expect(healsWithTime(sqlState)).toBe(true)
+    for (const sqlState of ["28P01", "28000", "3D000", "42501", "42P01"]) expect(healsWithTime(sqlState)).toBe(false)
+  })
+
   it.scopedLive("retries for the start-up timeout, then fails naming the server and never the password", () =>
     Effect.gen(function*() {
       const port = yield* closedPort

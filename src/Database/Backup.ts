@@ -20,7 +20,7 @@ import { resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
 import { cannotWrite, exists, isBusy, reasonOf, writeWhole } from "./DurableFile.js"
 import { describeDatabase, isPostgresUrl } from "./Sql.js"
-import { IN_MEMORY, sqliteFile } from "./SqliteFile.js"
+import { IN_MEMORY, readFailure, sqliteFile } from "./SqliteFile.js"
 
 /** `backup` or `restore` asked of a PostgreSQL database, which has tools of its own. Exit code 2. */
 export class NotForPostgres extends Schema.TaggedError<NotForPostgres>()("NotForPostgres", {
@@ -60,10 +60,17 @@ export const sqliteFileOf = (command: "backup" | "restore", url: Redacted.Redact
 const attempt = <A>(what: string, f: () => A) =>
   Effect.try({ try: f, catch: (error) => new CommandFailed({ message: `${what}: ${reasonOf(error)}.` }) })
 
+/** `attempt` at reading `file`: a refused access says what access reading needs (`SqliteFile.readFailure`). */
+const readAttempt = <A>(file: string, what: string, f: () => A) =>
+  Effect.try({
+    try: f,
+    catch: (error) => new CommandFailed({ message: `cannot read ${what} ${file}: ${readFailure(file, error)}` })
+  })
+
 /** A read-only connection to an existing SQLite file that holds a petstore catalogue (a `pets` table). */
 const openCatalogue = (file: string, what: string) =>
   Effect.acquireRelease(
-    attempt(`cannot read ${what} ${file}`, () => {
+    readAttempt(file, what, () => {
       const db = new Database(file, { readonly: true })
       try {
         // In WAL mode a reader waits only while another connection recovers the WAL after a crash.

@@ -2,8 +2,9 @@
  * The PostgreSQL backend: `@effect/sql-pg`'s client on a `pg` pool made here as `@effect/sql-pg` would make it, with
  * statement timeouts and BIGINTs read as numbers, so that its state can be reported (`db_client_connection_*`).
  * Connections that fail are replaced: the service recovers by itself once the database is back, and until then a
- * statement fails within the timeouts (a 503). At start-up an unreachable database is retried, once a second, for the
- * start-up timeout; then the layer fails naming the server, never the password.
+ * statement fails within the timeouts (a 503). At start-up what time can cure (no answer, a server starting up or out of
+ * connections) is retried, once a second, for the start-up timeout; what it cannot (a wrong password, a database that
+ * does not exist) fails at once. Either way the layer fails naming the server, never the password.
  */
 import { type Migrator, type SqlClient, SqlError } from "@effect/sql"
 import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
@@ -11,8 +12,16 @@ import { Observability, type PoolState } from "../Observability/Hooks.js"
 import { MigrationsLive } from "./Migrations.js"
 import type { PostgresTimeouts } from "./Sql.js"
 
-/** The start-up gave up: PostgreSQL did not answer in time. The message names the server, never the password. */
+/** The start-up gave up: PostgreSQL was not ready in time. The message names the server, never the password. */
 export class DatabaseUnavailable extends Schema.TaggedError<DatabaseUnavailable>()("DatabaseUnavailable", {
+  message: Schema.String
+}) {}
+
+/**
+ * PostgreSQL answered with a refusal that waiting does not cure (a wrong password, a database that does not exist): the
+ * message names the server, the cause and the setting to fix, never the password.
+ */
+export class DatabaseRefused extends Schema.TaggedError<DatabaseRefused>()("DatabaseRefused", {
   message: Schema.String
 }) {}
 
@@ -92,27 +101,98 @@ const reasonOf = (error: SqlError.SqlError, password: string): string => {
   return password.length > 0 ? reason.replaceAll(password, "***") : reason
 }
 
-/** The migrated client. A failed migration is not retried: only a database that does not answer (yet). */
+/**
+ * The SQLSTATE of the server's answer (`28P01`, `3D000`, `57P03`…), when the server answered; none when it did not
+ * (refused, timed out, reset: the driver's codes such as `ECONNREFUSED` are not SQLSTATEs).
+ */
+export const sqlStateOf = (error: SqlError.SqlError): string | undefined => {
+  const cause = error.cause as { code?: unknown; severity?: unknown } | undefined
+  return typeof cause?.severity === "string" && typeof cause.code === "string" ? cause.code : undefined
+}
+
+/**
+ * Whether waiting may cure the failure: no answer at all, or an answer that says "later": a connection exception
+ * (class 08), a transaction rolled back by a conflict (class 40), insufficient resources such as too many connections
+ * (class 53), a lock not available (55P03), a statement cancelled by its timeout (57014: the migrations wait for
+ * another replica's), a server shutting down, restarting or starting up (57P01, 57P02, 57P03). Any other answer (a
+ * wrong password 28P01, an unknown user or a pg_hba.conf refusal 28000, a missing database 3D000, a missing privilege
+ * 42501…) stays what it is.
+ */
+export const healsWithTime = (sqlState: string | undefined): boolean =>
+  sqlState === undefined || /^(?:08|40|53|55P03|57014|57P0[123])/.test(sqlState)
+
+/** The server's own words for a refusal, without the password. */
+const serverSays = (error: SqlError.SqlError, password: string): string => {
+  const message = (error.cause as { message?: unknown } | undefined)?.message
+  const text = typeof message === "string" && message.length > 0 ? message : error.message
+  return password.length > 0 ? text.replaceAll(password, "***") : text
+}
+
+/** A refusal that waiting does not cure, in one line: what PostgreSQL said, and what in DATABASE_URL to fix. */
+const refusal = (url: string, error: SqlError.SqlError, sqlState: string, password: string): string => {
+  const parsed = URL.canParse(url) ? new URL(url) : undefined
+  const user = parsed === undefined ? "" : decoded(parsed.username)
+  const server = serverOf(url)
+  const says = `${serverSays(error, password)} (SQLSTATE ${sqlState})`
+  switch (sqlState) {
+    case "28P01":
+      return `PostgreSQL at ${server} refused the password: ${says}. Fix the password (or the user, "${user}") ` +
+        `in DATABASE_URL (or --database).`
+    case "3D000": {
+      const database = server.slice(server.indexOf("/") + 1)
+      return `PostgreSQL at ${server} has no such database: ${says}. Fix the database name in DATABASE_URL (or ` +
+        `--database), or create it (createdb ${database}).`
+    }
+    case "28000":
+      return `PostgreSQL at ${server} refused user "${user}": ${says}. Fix the user in DATABASE_URL (or --database), ` +
+        `or let it in on the server (CREATE ROLE, pg_hba.conf).`
+    case "42501":
+      return `PostgreSQL at ${server} refused user "${user}" a privilege petstore needs: ${says}. Grant it, or set ` +
+        `DATABASE_URL to a user that has it.`
+    default:
+      return `PostgreSQL at ${server} refused: ${says}. Check DATABASE_URL and the server.`
+  }
+}
+
+/**
+ * The migrated client. A failed migration is not retried, nor a refusal that waiting does not cure: only a database
+ * that does not answer (yet), or answers that it cannot take the connection now (`healsWithTime`).
+ */
 export const layer = (
   url: Redacted.Redacted<string>,
   timeouts: PostgresTimeouts
-): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | Migrator.MigrationError> => {
+): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | DatabaseRefused | Migrator.MigrationError> => {
   const value = Redacted.value(url)
   const server = serverOf(value)
   const password = URL.canParse(value) ? decoded(new URL(value).password) : ""
   // The warning is logged only when another attempt follows, so that nothing comes after the final message.
   const retry = Schedule.spaced("1 second").pipe(
-    Schedule.whileInput((error: SqlError.SqlError | Migrator.MigrationError) => error._tag === "SqlError"),
+    Schedule.whileInput((error: SqlError.SqlError | Migrator.MigrationError) =>
+      error._tag === "SqlError" && healsWithTime(sqlStateOf(error))
+    ),
     Schedule.upTo(timeouts.startup),
     Schedule.passthrough,
     Schedule.onDecision((error, decision) =>
       decision._tag === "Continue" && error._tag === "SqlError"
-        ? Effect.logWarning(`PostgreSQL at ${server} does not answer yet; retrying`).pipe(
+        ? Effect.logWarning(`PostgreSQL at ${server} is not ready yet; retrying`).pipe(
           Effect.annotateLogs("reason", reasonOf(error, password))
         )
         : Effect.void
     )
   )
+  /** The error the start-up ends with: a refusal at once, or what the last attempt met when the time is up. */
+  const startupFailure = (error: SqlError.SqlError): DatabaseRefused | DatabaseUnavailable => {
+    const sqlState = sqlStateOf(error)
+    if (sqlState !== undefined && !healsWithTime(sqlState)) {
+      return new DatabaseRefused({ message: refusal(value, error, sqlState, password) })
+    }
+    const within = `${Duration.format(timeouts.startup)} (DB_STARTUP_TIMEOUT)`
+    // No SQLSTATE: no answer at all; with one, the server answered, each time, that it could not take the connection.
+    const outcome = sqlState === undefined
+      ? `could not be reached within ${within}`
+      : `still refused connections after ${within}`
+    return new DatabaseUnavailable({ message: `PostgreSQL at ${server} ${outcome}: ${reasonOf(error, password)}` })
+  }
   const client = Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("@effect/sql-pg")),
@@ -122,16 +202,6 @@ export const layer = (
   return MigrationsLive.pipe(
     Layer.provideMerge(client),
     Layer.retry(retry),
-    Layer.catchAll((error) =>
-      Layer.fail(
-        error._tag === "SqlError"
-          ? new DatabaseUnavailable({
-            message: `PostgreSQL at ${server} did not answer within ${Duration.format(timeouts.startup)}: ${
-              reasonOf(error, password)
-            }`
-          })
-          : error
-      )
-    )
+    Layer.catchAll((error) => Layer.fail(error._tag === "SqlError" ? startupFailure(error) : error))
   )
 }

@@ -5,11 +5,13 @@
  * run; the repositories, the handlers and the command line do not know which backend they run on.
  */
 import type { Migrator, SqlClient, SqlError } from "@effect/sql"
-import { Config, type ConfigError, Duration, Effect, Layer, Redacted } from "effect"
+import { Config, type ConfigError, Duration, Effect, Either, Layer, Redacted } from "effect"
+import { existsSync } from "node:fs"
 import { duration, positiveDuration } from "../Config.js"
 import * as Postgres from "./Postgres.js"
 import * as Sqlite from "./Sqlite.js"
-import type { DatabaseFileError } from "./SqliteFile.js"
+import { type DatabaseFileError, IN_MEMORY, sqliteFile } from "./SqliteFile.js"
+import * as SqliteOwner from "./SqliteOwner.js"
 
 /** Where the catalogue is stored. It may carry a password: it stays `Redacted` wherever it goes. */
 export const DatabaseUrl = Config.redacted("DATABASE_URL").pipe(Config.withDefault(Redacted.make("petstore.db")))
@@ -38,6 +40,7 @@ export const describeDatabase = (url: Redacted.Redacted<string>): string => {
 
 type DatabaseError =
   | Postgres.DatabaseUnavailable
+  | Postgres.DatabaseRefused
   | DatabaseFileError
   | Migrator.MigrationError
   | SqlError.SqlError
@@ -52,6 +55,29 @@ export const layer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.Sql
   return isPostgresUrl(value)
     ? Layer.unwrapEffect(Effect.map(PostgresTimeoutsConfig, (timeouts) => Postgres.layer(url, timeouts)))
     : Layer.unwrapEffect(Effect.map(QueryTimeoutConfig, (query) => Sqlite.layer(value, query)))
+}
+
+/**
+ * The database for a command that only reads (`keys list`): an existing SQLite file read-only (read access is enough;
+ * `Sqlite.readingLayer`), else `layer`.
+ */
+export const readingLayer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
+  const value = Redacted.value(url)
+  const file = isPostgresUrl(value) ? undefined : Either.getOrUndefined(sqliteFile(value))
+  return file === undefined || file === IN_MEMORY || !existsSync(file)
+    ? layer(url)
+    : Layer.unwrapEffect(Effect.map(QueryTimeoutConfig, (query) => Sqlite.readingLayer(file, query)))
+}
+
+/**
+ * The database as `serve` holds it: `layer`, and for a SQLite file its ownership (`SqliteOwner.ts`: one server per
+ * file), taken once the file is open, so that a file that cannot be opened is explained as such.
+ */
+export const servedLayer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
+  const value = Redacted.value(url)
+  return isPostgresUrl(value)
+    ? layer(url)
+    : Layer.scopedDiscard(Effect.flatMap(sqliteFile(value), SqliteOwner.own)).pipe(Layer.provideMerge(layer(url)))
 }
 
 /** A fresh in-memory database, for tests. */

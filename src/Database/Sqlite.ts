@@ -9,7 +9,7 @@ import { SqlClient, SqlError } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-bun"
 import { Database } from "bun:sqlite"
 import { Context, type Duration, Effect, Either, Layer } from "effect"
-import { MigrationsLive } from "./Migrations.js"
+import { migrations, MigrationsLive } from "./Migrations.js"
 import { explainingOpenFailures, IN_MEMORY, sqliteFile } from "./SqliteFile.js"
 import { makeWriter, SqliteWriter } from "./SqliteWriter.js"
 
@@ -70,3 +70,29 @@ export const layer = (url: string, queryTimeout: Duration.Duration) =>
       return opened.pipe(explainingOpenFailures(filename))
     }
   })
+
+/** The id of the last bundled migration (`0005_…` is 5). */
+const LATEST_MIGRATION = Math.max(...Object.keys(migrations).map((id) => Number(id.split("_")[0])))
+
+/**
+ * For a command that only reads (`keys list`): the existing SQLite file `filename` on a read-only client, so that read
+ * access is enough. A database that lacks a bundled migration (or is no catalogue yet) gets the migrated `layer`,
+ * which needs write access, as every other command does.
+ */
+export const readingLayer = (filename: string, queryTimeout: Duration.Duration) =>
+  Layer.unwrapScoped(Effect.gen(function*() {
+    const context = yield* Layer.build(
+      SqliteClient.layer({ filename, readonly: true, readwrite: false, create: false, disableWAL: true }).pipe(
+        Layer.orDie
+      )
+    )
+    const sql = Context.get(context, SqlClient.SqlClient)
+    const current = yield* sql<
+      { readonly id: number | null }
+    >`SELECT max(migration_id) AS id FROM effect_sql_migrations`
+      .pipe(
+        Effect.map((rows) => (rows[0]?.id ?? 0) >= LATEST_MIGRATION),
+        Effect.catchIf((error) => String(error.cause).includes("no such table"), () => Effect.succeed(false))
+      )
+    return current ? Layer.succeedContext(context) : layer(filename, queryTimeout)
+  })).pipe(explainingOpenFailures(filename, "read"))

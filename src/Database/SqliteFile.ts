@@ -4,8 +4,8 @@
  */
 import { Cause, Either, Layer, Schema } from "effect"
 import { accessSync, closeSync, constants, openSync, statfsSync, type Stats, statSync, unlinkSync } from "node:fs"
-import { dirname, join, resolve } from "node:path"
-import { accountOf, codeOf, currentUser, findInCauses } from "./DurableFile.js"
+import { basename, dirname, join, resolve } from "node:path"
+import { accountOf, codeOf, currentUser, findInCauses, reasonOf } from "./DurableFile.js"
 
 export class DatabaseFileError extends Schema.TaggedError<DatabaseFileError>()("DatabaseFileError", {
   message: Schema.String
@@ -140,10 +140,53 @@ const diagnose = (path: string, reason: string): string => {
 }
 
 /**
- * The SQLite layers on `file`, with a failure to open, create or write the file (a defect of the driver included)
- * turned into a `DatabaseFileError` that explains it. Other failures pass as they are.
+ * Why a command that only reads (`keys list`, `backup`) cannot read the database `path`, and what access it needs, when
+ * the file system explains it; else none. A database in WAL mode is read through its `-wal` and `-shm` files: the last
+ * connection to close removes them, so with no server running a reader must create them in the directory; while one
+ * runs they exist, and read access is enough.
  */
-export const explainingOpenFailures = (file: string) => <A, E, R>(layer: Layer.Layer<A, E, R>) =>
+export const readAccessProblem = (path: string): string | undefined => {
+  const file = resolve(path)
+  const directory = dirname(file)
+  const user = currentUser()
+  const fileStats = orCode(() => statSync(file))
+  if (typeof fileStats === "string") return undefined
+  if (!can(file, constants.R_OK)) {
+    return `the user ${user} cannot read it (${owner(fileStats)}). Run this as its owner, or give ${user} read ` +
+      `access to it (chmod or chgrp).`
+  }
+  const companions = [`${file}-wal`, `${file}-shm`]
+  const missing = companions.filter((companion) => orCode(() => statSync(companion)) === "ENOENT")
+  if (missing.length > 0 && !can(directory, constants.W_OK | constants.X_OK)) {
+    const directoryStats = orCode(() => statSync(directory))
+    const name = basename(file)
+    return `the user ${user} may read it, but SQLite reads a database in WAL mode through its ${name}-wal and ` +
+      `${name}-shm files, which are absent while no server runs and which it cannot create in ${directory}` +
+      `${typeof directoryStats === "string" ? "" : ` (${owner(directoryStats)})`}. Run this as the database's owner ` +
+      `(${accountOf(fileStats.uid)}) or while a server runs, or give ${user} write access to ${directory}.`
+  }
+  const unreadable = companions.find((companion) => !missing.includes(companion) && !can(companion, constants.R_OK))
+  return unreadable === undefined
+    ? undefined
+    : `the user ${user} may read it, but not ${unreadable}, through which SQLite reads it. Run this as the ` +
+      `database's owner (${accountOf(fileStats.uid)}), or give ${user} read access to ${unreadable}.`
+}
+
+/** Why reading the database `path` failed: for a refused access, what access is missing; else the driver's words. */
+export const readFailure = (path: string, failure: unknown): string => {
+  const refused = /^(?:SQLITE_READONLY|SQLITE_CANTOPEN|SQLITE_PERM|EACCES|EPERM)/.test(codeOf(failure) ?? "")
+  return (refused ? readAccessProblem(path) : undefined) ?? `${reasonOf(failure)}.`
+}
+
+/**
+ * The SQLite layers on `file`, with a failure to open, create or write the file (a defect of the driver included)
+ * turned into a `DatabaseFileError` that explains it; for layers that only `read`, the read access it lacks first.
+ * Other failures pass as they are.
+ */
+export const explainingOpenFailures = (file: string, access: "read" | "write" = "write") =>
+<A, E, R>(
+  layer: Layer.Layer<A, E, R>
+) =>
   Layer.catchAllCause(layer, (cause): Layer.Layer<A, E | DatabaseFileError, R> => {
     const reason = [...Cause.failures(cause), ...Cause.defects(cause)]
       .map(
@@ -153,7 +196,7 @@ export const explainingOpenFailures = (file: string) => <A, E, R>(layer: Layer.L
     return reason === undefined ? Layer.failCause(cause) : Layer.fail(
       new DatabaseFileError({
         message: `DATABASE_URL names the SQLite database ${resolve(file)}, which cannot be opened: ${
-          diagnose(file, reason)
+          (access === "read" ? readAccessProblem(file) : undefined) ?? diagnose(file, reason)
         }`
       })
     )

@@ -105,7 +105,12 @@ export const MetricsAddress = Config.string("METRICS_ADDRESS").pipe(
     const found = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text.trim())
     const port = Number(found?.[3])
     return found === null || port < 1 || port > 65535
-      ? Either.left(ConfigError.InvalidData([], "Expected host:port, such as 127.0.0.1:9464 or [::1]:9464"))
+      ? Either.left(ConfigError.InvalidData(
+        [],
+        `METRICS_ADDRESS must be host:port, such as 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464${
+          /^\d+$/.test(text.trim()) ? " (a port alone names no host)" : ""
+        } (got ${JSON.stringify(text)})`
+      ))
       : Either.right({ hostname: found[1] ?? found[2], port })
   }),
   Config.option

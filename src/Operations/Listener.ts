@@ -1,6 +1,10 @@
 /** Bun's listener in front of the web handler, and its graceful drain. */
 import { Duration, Effect, Layer, Option } from "effect"
+import { lookup } from "node:dns/promises"
+import { isIP } from "node:net"
 import { CommandFailed } from "../CommandFailed.js"
+import { isWildcardHost } from "../Config.js"
+import { currentUser } from "../Database/DurableFile.js"
 import type { Server } from "../Serving/Server.js"
 import { WebHandler } from "../Serving/WebHandler.js"
 import { idleTimeoutSeconds } from "./Deadlines.js"
@@ -57,6 +61,42 @@ const shuttingDownLine = (options: ListenOptions): string => {
 }
 
 /**
+ * Why the listener could not start, in the voice of a refused setting: what `HOST` or `PORT` got and what it takes.
+ * `unresolved`: the host is a name that does not resolve (Bun then reports whatever errno was left over, EINVAL or
+ * even EADDRINUSE). A reason that names neither setting's fault (a port in use) is shown as the system gives it.
+ */
+export const listenFailure = (host: string, port: number, cause: unknown, unresolved: boolean): string => {
+  const error = cause as { code?: unknown; message?: unknown } | undefined
+  const head = `Cannot listen on ${host}:${port} (HOST:PORT, or --host and --port)`
+  if (unresolved || error?.code === "EADDRNOTAVAIL" || error?.code === "EINVAL") {
+    return `${head}: HOST must be an address of this machine, or a name that resolves to one: 0.0.0.0 (every ` +
+      `interface), 127.0.0.1 (this machine only), :: or an interface's own address (got ${JSON.stringify(host)})`
+  }
+  if (error?.code === "EACCES") {
+    return `${head}: PORT ${port} needs privileges that ${currentUser()} does not have: ports below 1024 are ` +
+      `reserved to privileged processes; pick one from 1024 up, such as 8080, and map it in front (a load ` +
+      `balancer, -p 80:8080) (got "${port}")`
+  }
+  return `${head}: ${String(error?.message ?? cause)}`
+}
+
+/** Whether `host` is a name (not an address) that does not resolve here. */
+const unresolvable = (host: string): Effect.Effect<boolean> =>
+  isIP(host) !== 0 || isWildcardHost(host)
+    ? Effect.succeed(false)
+    : Effect.promise(() => lookup(host).then(() => false, () => true))
+
+/**
+ * The API reference as a person on this machine opens it: on a wildcard host (`0.0.0.0`, `::`), which no browser
+ * opens as such, at `localhost`; else at the address listened on.
+ */
+export const docsUrl = (listening: URL, host: string): string => {
+  const url = new URL("/docs", listening)
+  if (isWildcardHost(host)) url.hostname = "localhost"
+  return url.href
+}
+
+/**
  * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503, it keeps serving for `shutdownDelay`,
  * stops accepting, lets the requests in flight finish (up to `shutdownTimeout`), and only then do the layers below it,
  * the database among them, close.
@@ -80,13 +120,11 @@ export const ListenerLive = (options: ListenOptions) =>
             // Bodies are limited by the middleware (a JSON 413 past 64 KiB, read no further), not by Bun's bare 413.
             maxRequestBodySize: Number.MAX_SAFE_INTEGER
           }),
-        catch: (cause) =>
-          new CommandFailed({
-            message: `Cannot listen on ${options.host}:${options.port} (HOST:PORT, or --host and --port): ${
-              String((cause as Error)?.message ?? cause)
-            }`
-          })
-      }),
+        catch: (cause) => cause
+      }).pipe(Effect.catchAll((cause) =>
+        Effect.flatMap(unresolvable(options.host), (unresolved) =>
+          new CommandFailed({ message: listenFailure(options.host, options.port, cause, unresolved) }))
+      )),
       (server) =>
         Effect.gen(function*() {
           yield* lifecycle.startDrain
@@ -97,10 +135,14 @@ export const ListenerLive = (options: ListenOptions) =>
               shutdownTimeout: Duration.format(options.shutdownTimeout)
             })
           )
-          if (Duration.toMillis(options.shutdownDelay) > 0) yield* Effect.sleep(options.shutdownDelay)
+          if (Duration.toMillis(options.shutdownDelay) > 0) {
+            yield* Effect.sleep(options.shutdownDelay)
+          }
           yield* Effect.logInfo("draining").pipe(Effect.annotateLogs("inFlight", server.pendingRequests))
           // A finalizer is uninterruptible: the wait is made interruptible so that the timeout can end it.
-          const drained = yield* Effect.promise(() => server.stop(false)).pipe(
+          const drained = yield* Effect.promise(() =>
+            server.stop(false)
+          ).pipe(
             Effect.interruptible,
             Effect.timeoutOption(options.shutdownTimeout)
           )
@@ -117,6 +159,10 @@ export const ListenerLive = (options: ListenOptions) =>
     // The executable starts with the JIT reluctant (`--compile-jit-policy`: start-up code runs once); serving is not.
     Bun.unsafe.setJITPolicy(1)
     yield* Effect.logInfo("petstore is listening").pipe(
-      Effect.annotateLogs({ ...options.describe, address: server.url.href.replace(/\/$/, "") })
+      Effect.annotateLogs({
+        docs: docsUrl(server.url, options.host),
+        ...options.describe,
+        address: server.url.href.replace(/\/$/, "")
+      })
     )
   }))

@@ -1,8 +1,8 @@
 /**
- * The Effect logger, configured by `LOG_FORMAT` (json lines, or pretty on a terminal) and `LOG_LEVEL`.
- * The server logs to stdout; the other commands log to stderr, so their stdout carries only their output.
+ * The Effect logger, configured by `LOG_FORMAT` (json lines, or pretty on a terminal: one line per entry) and
+ * `LOG_LEVEL`. The server logs to stdout; the other commands log to stderr, so their stdout carries only their output.
  */
-import { Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option, type Tracer } from "effect"
+import { Cause, Context, Effect, FiberRef, FiberRefs, HashMap, Layer, Logger, Option, type Tracer } from "effect"
 import { logFormat, LogLevelConfig } from "../Config.js"
 import { makeLineWriter } from "./LineWriter.js"
 
@@ -76,6 +76,45 @@ export const withRequestAnnotations = <M, O>(logger: Logger.Logger<M, O>): Logge
     return { ...options, annotations }
   })
 
+/** A value as a person reads it in a `key=value` pair: bare when it has no space or quote, else quoted. */
+const shown = (value: unknown): string => {
+  const text = typeof value === "string"
+    ? value
+    : value instanceof Error
+    ? String(value)
+    : JSON.stringify(value) ?? String(value)
+  return (typeof value === "string" || value instanceof Error) && /[\s"=]/.test(text) ? JSON.stringify(text) : text
+}
+
+const twoDigits = (n: number) => String(n).padStart(2, "0")
+
+/**
+ * `LOG_FORMAT=pretty`: one line per entry, for a person at a terminal: the local time, the level, the message, then the
+ * annotations as `key=value`. A request's line starts with what it was and how it went (`GET /v1/pets 200 1.2ms`). A
+ * failure's cause, when there is one, follows on indented lines.
+ */
+export const prettyLineLogger: Logger.Logger<unknown, string> = Logger.make(
+  ({ annotations, cause, date, logLevel, message }) => {
+    const fields: Record<string, unknown> = {}
+    for (const [name, value] of annotations) fields[name] = value
+    const words = (Array.isArray(message) ? message : [message]).map((part) =>
+      typeof part === "string" ? part : shown(part)
+    )
+    if (words.length === 1 && words[0] === "request" && "method" in fields && "status" in fields) {
+      const { durationMs, method, path, status, ...rest } = fields
+      words.push(`${method} ${path} ${status} ${durationMs}ms`)
+      for (const name of Object.keys(fields)) if (!(name in rest)) delete fields[name]
+    }
+    const time = `${twoDigits(date.getHours())}:${twoDigits(date.getMinutes())}:${twoDigits(date.getSeconds())}.${
+      String(date.getMilliseconds()).padStart(3, "0")
+    }`
+    const pairs = Object.entries(fields).map(([name, value]) => ` ${name}=${shown(value)}`).join("")
+    const line = `${time} ${logLevel.label.padEnd(5)} ${words.join(" ")}${pairs}`
+    if (Cause.isEmpty(cause)) return line
+    return `${line}\n${Cause.pretty(cause, { renderErrorCause: true }).replace(/^/gm, "    ")}`
+  }
+)
+
 /**
  * JSON lines to stdout go through a `LineWriter`: whole, in order, in one write per turn of the event loop, waiting
  * for a slow reader without holding the event loop; what is still queued when the logger is released is written then.
@@ -92,9 +131,12 @@ export const LoggingLive = (target: "stdout" | "stderr") =>
     const level = Logger.minimumLogLevel(yield* LogLevelConfig)
     const use = (logger: Logger.Logger<unknown, unknown>) =>
       Layer.merge(Logger.replace(Logger.defaultLogger, logger), level)
-    if (format === "pretty") return use(Logger.prettyLogger({ stderr: target === "stderr" }))
-    if (target === "stderr") return use(Logger.withConsoleError(Logger.jsonLogger))
+    if (target === "stderr") {
+      const logger = format === "pretty" ? prettyLineLogger : Logger.jsonLogger
+      return use(Logger.map(logger, (line) => void process.stderr.write(`${line}\n`)))
+    }
     const stdout = yield* stdoutLines
+    if (format === "pretty") return use(Logger.map(prettyLineLogger, stdout.line))
     return Layer.merge(
       use(Logger.map(Logger.jsonLogger, stdout.line)),
       Layer.succeed(RequestLog, requestLineTo(stdout.line))

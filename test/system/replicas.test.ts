@@ -131,7 +131,7 @@ describe.skipIf(SERVER_URL === undefined)(postgresOnly("two replicas on one Post
     ;[a, b] = await Promise.all([startReplica(), startReplica()])
     await Promise.all([ready(a), ready(b)])
     // At the first attempt: the start-up retry would hide a race between the two migrations.
-    for (const replica of [a, b]) expect(replica.output()).not.toContain("does not answer yet")
+    for (const replica of [a, b]) expect(replica.output()).not.toContain("not ready yet")
     ;({ key } = await issueKey("system"))
   }, 60_000)
 

@@ -1,0 +1,169 @@
+/**
+ * What an operator meets around the executable: its configuration from the environment alone (no `.env`, no
+ * `bunfig.toml` from the working directory), one server per SQLite file (and the lock gone with a killed server), the
+ * start line's docs URL, and what a user who may only read the database can do.
+ */
+import { spawnSync } from "node:child_process"
+import { chmodSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import {
+  BINARY,
+  createKey,
+  freePort,
+  run,
+  scratchDirectory,
+  spawnPetstore,
+  startPetstore,
+  stopAll
+} from "./support/petstore.js"
+
+afterAll(stopAll)
+
+/** Runs the executable to its end with only the environment given (and PATH), from `cwd`, as the user `as`. */
+const petstore = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  options: { readonly cwd?: string; readonly as?: number } = {}
+) => {
+  const command = options.as === undefined
+    ? [BINARY, ...args]
+    : ["setpriv", `--reuid=${options.as}`, `--regid=${options.as}`, "--clear-groups", BINARY, ...args]
+  const result = spawnSync(command[0], command.slice(1), {
+    cwd: options.cwd ?? scratchDirectory(),
+    env: { PATH: process.env.PATH ?? "", LOG_FORMAT: "json", ...env },
+    encoding: "utf8",
+    timeout: 30_000
+  })
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+
+describe("the executable reads its configuration from the environment alone", () => {
+  it("a .env and a bunfig.toml in the working directory change nothing", () => {
+    const directory = scratchDirectory()
+    // Were the .env read, keys list would fail on its LOG_LEVEL and its database; were bunfig.toml read, the preload
+    // would print.
+    writeFileSync(join(directory, ".env"), "LOG_LEVEL=loud\nDATABASE_URL=/nonexistent/dir/pets.db\nPORT=1\n")
+    writeFileSync(join(directory, "preload.ts"), "process.stderr.write('PRELOADED\\n')\n")
+    writeFileSync(join(directory, "bunfig.toml"), "preload = [\"./preload.ts\"]\n")
+    const list = petstore(["keys", "list"], {}, { cwd: directory })
+    expect(list.stderr).toBe("")
+    expect(list.status).toBe(0)
+    expect(list.stdout).toMatch(/^ID\s+NAME\s+CREATED/)
+  })
+})
+
+describe("one server per SQLite file", () => {
+  it("a second serve on the same file refuses in one line, pointing to PostgreSQL; keys and backup work beside", async () => {
+    const directory = scratchDirectory()
+    const database = join(directory, "pets.db")
+    const first = await startPetstore({ database })
+    const second = spawnPetstore(["serve"], {
+      HOST: "127.0.0.1",
+      PORT: String(await freePort()),
+      DATABASE_URL: database
+    })
+    expect((await second.exited).code).toBe(1)
+    expect(second.output()).toBe(
+      `petstore: another petstore process already serves the SQLite database ${database} (it holds ${database}.lock): ` +
+        `one process serves a SQLite file. Stop that one first; to run several processes, store the catalogue in ` +
+        `PostgreSQL (DATABASE_URL=postgres://…).\n`
+    )
+    const { id } = createKey(database)
+    expect(run(["keys", "list", "--database", database]).stdout).toContain(id)
+    expect(run(["backup", join(directory, "copy.db"), "--database", database]).stdout.trim()).toBe(
+      join(directory, "copy.db")
+    )
+    expect((await fetch(`${first.origin}/healthz`)).status).toBe(200)
+    expect((await first.kill("SIGTERM")).code).toBe(0)
+  })
+
+  it("the lock goes with a server killed by SIGKILL: the next one starts", async () => {
+    const database = join(scratchDirectory(), "pets.db")
+    const first = await startPetstore({ database })
+    expect((await first.kill("SIGKILL")).signal).toBe("SIGKILL")
+    const next = await startPetstore({ database })
+    expect((await fetch(`${next.origin}/healthz`)).status).toBe(200)
+    expect((await next.kill("SIGTERM")).code).toBe(0)
+  })
+})
+
+describe("the start line", () => {
+  it("bound to every interface, names a docs URL a person can open: http://localhost:PORT/docs", async () => {
+    const port = await freePort()
+    const server = spawnPetstore(["serve"], {
+      HOST: "0.0.0.0",
+      PORT: String(port),
+      DATABASE_URL: join(scratchDirectory(), "pets.db")
+    })
+    const deadline = Date.now() + 10_000
+    while (!server.output().includes("petstore is listening") && Date.now() < deadline) {
+      await new Promise((done) => setTimeout(done, 50))
+    }
+    const line = JSON.parse(server.output().split("\n").find((text) => text.includes("petstore is listening"))!)
+    expect(line.annotations.docs).toBe(`http://localhost:${port}/docs`)
+    expect(line.annotations.address).toBe(`http://0.0.0.0:${port}`)
+    expect((await fetch(line.annotations.docs)).status).toBe(200)
+    server.child.kill("SIGTERM")
+    expect((await server.exited).code).toBe(0)
+  })
+})
+
+// Permissions matter only to a user that is not root: as root, the reader is `nobody`.
+const isRoot = process.getuid?.() === 0
+const hasSetpriv = spawnSync("setpriv", ["--version"]).status === 0
+describe.skipIf(isRoot && !hasSetpriv)("a user who may read the database but not write it", () => {
+  /** A database with a key, in a directory the reader can enter but not write; the file readable, not writable. */
+  const readOnlyDatabase = () => {
+    const directory = scratchDirectory()
+    const database = join(directory, "pets.db")
+    const { id } = createKey(database)
+    chmodSync(database, 0o444)
+    chmodSync(directory, isRoot ? 0o755 : 0o555)
+    return { directory, database, id }
+  }
+  const reader = isRoot ? { as: 65534 } : {}
+  const writable = () => {
+    const directory = scratchDirectory()
+    chmodSync(directory, 0o777)
+    return directory
+  }
+
+  it("with no server running, keys list and backup say what access reading needs, in one line", () => {
+    const { database, directory } = readOnlyDatabase()
+    for (
+      const [args, start] of [
+        [["keys", "list"], `petstore: DATABASE_URL names the SQLite database ${database}, which cannot be opened: `],
+        [["backup", join(writable(), "copy.db")], `petstore: cannot read the database ${database}: `]
+      ] as const
+    ) {
+      const result = petstore(args, { DATABASE_URL: database }, { ...reader, cwd: directory })
+      expect(result.status).toBe(1)
+      expect(result.stdout).toBe("")
+      expect(result.stderr.trimEnd().split("\n")).toHaveLength(1)
+      expect(result.stderr.startsWith(start)).toBe(true)
+      expect(result.stderr).toContain(
+        "may read it, but SQLite reads a database in WAL mode through its pets.db-wal and pets.db-shm files"
+      )
+      expect(result.stderr).toContain(`write access to ${directory}`)
+    }
+  })
+
+  it("while a server runs, read access is enough: keys list lists the keys, backup copies", async () => {
+    const { database, directory, id } = readOnlyDatabase()
+    chmodSync(database, 0o644)
+    if (!isRoot) chmodSync(directory, 0o755)
+    const server = await startPetstore({ database })
+    if (!isRoot) chmodSync(directory, 0o555)
+    const list = petstore(["keys", "list"], { DATABASE_URL: database }, { ...reader, cwd: directory })
+    expect(list.stderr).toBe("")
+    expect(list.status).toBe(0)
+    expect(list.stdout).toContain(id)
+    const copy = join(writable(), "copy.db")
+    const backup = petstore(["backup", copy], { DATABASE_URL: database }, { ...reader, cwd: directory })
+    expect(backup.status).toBe(0)
+    expect(backup.stdout.trim()).toBe(copy)
+    if (!isRoot) chmodSync(directory, 0o755)
+    expect((await server.kill("SIGTERM")).code).toBe(0)
+  })
+})
