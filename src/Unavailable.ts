@@ -16,12 +16,17 @@ export const answerUnavailable = (message: string, cause: unknown) =>
     Effect.zipRight(Effect.fail(unavailable()))
   )
 
+const isSqlError = (error: unknown): error is SqlError.SqlError =>
+  (error as { readonly _tag?: unknown })._tag === "SqlError"
+
+/** A failure as the client sees it: a database that does not answer is a 503, any other failure stays itself. */
+export const orUnavailableError = <E>(
+  error: E | SqlError.SqlError
+): Effect.Effect<never, Exclude<E, SqlError.SqlError> | Unavailable> =>
+  isSqlError(error) ? answerUnavailable("database failure", error) : Effect.fail(error as Exclude<E, SqlError.SqlError>)
+
 /** A database that does not answer is a 503 for the client. */
 export const orUnavailable = <A, E, R>(
   effect: Effect.Effect<A, E | SqlError.SqlError, R>
 ): Effect.Effect<A, Exclude<E, SqlError.SqlError> | Unavailable, R> =>
-  Effect.catchIf(
-    effect,
-    (error): error is SqlError.SqlError => (error as { readonly _tag?: unknown })._tag === "SqlError",
-    (error) => answerUnavailable("database failure", error)
-  )
+  Effect.catchIf(effect, isSqlError, (error) => answerUnavailable("database failure", error))

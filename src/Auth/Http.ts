@@ -5,13 +5,13 @@
  * runs a group's later middleware before the earlier ones, without what they provide (the key).
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
 import { type RateLimited, type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
 import { annotateRequest } from "../Operations/Logging.js"
 import { RateLimits } from "../RateLimit/RateLimits.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
-import { orUnavailable } from "../Unavailable.js"
+import { orUnavailableError } from "../Unavailable.js"
 import { Authorization } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
 
@@ -31,27 +31,33 @@ export const AuthorizationLive = Layer.effect(
   Effect.gen(function*() {
     const keys = yield* ApiKeys
     const rateLimits = yield* RateLimits
-    /** The key an `Authorization` header stands for, then its quota; the request's log lines name the key's id. */
-    const check = (header: string | undefined): Checked => {
+    /** A key that passed: its quota counted, and the request's log lines name it. */
+    const passed = (key: AuthenticatedKey): Checked =>
+      Effect.zipRight(annotateRequest("keyId", key.id), Effect.as(rateLimits.consume(key.id), key))
+    /**
+     * The key an `Authorization` header stands for, then its quota. `credential` is HttpApi's bearer credential, the
+     * header past its first seven characters: the key itself when the header is spelled `Bearer <key>`.
+     */
+    const check = (header: string | undefined, credential: Redacted.Redacted<string>): Checked => {
       if (header === undefined) return refuse()
       const token = BEARER.exec(header)?.[1]
       if (token === undefined) return refuse("The Authorization header must be 'Bearer <API_KEY>'.")
-      return Effect.flatMap(orUnavailable(keys.authenticate(Redacted.make(token))), (key): Checked =>
-        Option.isNone(key)
-          ? refuse("The API key is not valid.")
-          : Effect.as(
-            Effect.zipRight(annotateRequest("keyId", key.value.id), rateLimits.consume(key.value.id)),
-            key.value
-          ))
+      const key = token === Redacted.value(credential) ? credential : Redacted.make(token)
+      return Effect.matchEffect(keys.authenticate(key), {
+        onFailure: orUnavailableError,
+        onSuccess: (found) => Option.isNone(found) ? refuse("The API key is not valid.") : passed(found.value)
+      })
     }
     return {
       // The header as sent, where a request is served: HttpApi's bearer credential drops the scheme word unread.
-      bearerAuth: (token) =>
-        Effect.flatMap(
-          Effect.serviceOption(HttpServerRequest.HttpServerRequest),
-          (request) =>
-            check(Option.isSome(request) ? request.value.headers.authorization : `Bearer ${Redacted.value(token)}`)
-        )
+      bearerAuth: (credential) =>
+        Effect.contextWithEffect((context: Context.Context<never>) => {
+          const request = Context.getOption(context, HttpServerRequest.HttpServerRequest)
+          return check(
+            Option.isSome(request) ? request.value.headers.authorization : `Bearer ${Redacted.value(credential)}`,
+            credential
+          )
+        })
     }
   })
 ).pipe(Layer.provide(RateLimits.Default))
