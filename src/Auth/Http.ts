@@ -8,7 +8,7 @@ import { HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import type { AuthenticatedKey } from "../Domain/ApiKey.js"
 import { type RateLimited, type Unauthorized, unauthorized, type Unavailable } from "../Domain/Errors.js"
-import { annotateRequest } from "../Operations/Logging.js"
+import { annotateRequest, annotateRequestIn } from "../Operations/Logging.js"
 import { RateLimits } from "../RateLimit/RateLimits.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import { orUnavailableError } from "../Unavailable.js"
@@ -31,21 +31,29 @@ export const AuthorizationLive = Layer.effect(
   Effect.gen(function*() {
     const keys = yield* ApiKeys
     const rateLimits = yield* RateLimits
-    /** A key that passed: its quota counted, and the request's log lines name it. */
-    const passed = (key: AuthenticatedKey): Checked =>
-      Effect.zipRight(annotateRequest("keyId", key.id), Effect.as(rateLimits.consume(key.id), key))
+    /** A key that passed: the request's log lines name it (outside a request, the fiber's), and its quota is counted. */
+    const passed = (context: Context.Context<never>, key: AuthenticatedKey): Checked => {
+      const counted = Effect.as(rateLimits.consume(key.id), key)
+      return annotateRequestIn(context, "keyId", key.id)
+        ? counted
+        : Effect.zipRight(annotateRequest("keyId", key.id), counted)
+    }
     /**
      * The key an `Authorization` header stands for, then its quota. `credential` is HttpApi's bearer credential, the
      * header past its first seven characters: the key itself when the header is spelled `Bearer <key>`.
      */
-    const check = (header: string | undefined, credential: Redacted.Redacted<string>): Checked => {
+    const check = (
+      context: Context.Context<never>,
+      header: string | undefined,
+      credential: Redacted.Redacted<string>
+    ): Checked => {
       if (header === undefined) return refuse()
       const token = BEARER.exec(header)?.[1]
       if (token === undefined) return refuse("The Authorization header must be 'Bearer <API_KEY>'.")
       const key = token === Redacted.value(credential) ? credential : Redacted.make(token)
       return Effect.matchEffect(keys.authenticate(key), {
         onFailure: orUnavailableError,
-        onSuccess: (found) => Option.isNone(found) ? refuse("The API key is not valid.") : passed(found.value)
+        onSuccess: (found) => Option.isNone(found) ? refuse("The API key is not valid.") : passed(context, found.value)
       })
     }
     return {
@@ -54,6 +62,7 @@ export const AuthorizationLive = Layer.effect(
         Effect.contextWithEffect((context: Context.Context<never>) => {
           const request = Context.getOption(context, HttpServerRequest.HttpServerRequest)
           return check(
+            context,
             Option.isSome(request) ? request.value.headers.authorization : `Bearer ${Redacted.value(credential)}`,
             credential
           )

@@ -54,12 +54,22 @@ export class RequestLogContext extends Context.Tag("Logging/RequestLogContext")<
  * included. Outside a request, the current fiber's log annotations.
  */
 export const annotateRequest = (name: string, value: unknown): Effect.Effect<void> =>
-  Effect.contextWithEffect((context: Context.Context<never>) => {
-    const request = Context.getOption(context, RequestLogContext)
-    if (Option.isNone(request)) return FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(name, value))
-    request.value.annotations[name] = value
-    return Effect.void
-  })
+  Effect.contextWithEffect((context: Context.Context<never>) =>
+    annotateRequestIn(context, name, value)
+      ? Effect.void
+      : FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set(name, value))
+  )
+
+/**
+ * `annotateRequest` for code that already holds the running fiber's context (in the same step): true when there was a
+ * request to annotate, false outside one (then nothing was annotated).
+ */
+export const annotateRequestIn = (context: Context.Context<never>, name: string, value: unknown): boolean => {
+  const request = Context.getOption(context, RequestLogContext)
+  if (Option.isNone(request)) return false
+  request.value.annotations[name] = value
+  return true
+}
 
 /** The logger, adding to each line the request it is logged for (found in the logging fiber's context). */
 export const withRequestAnnotations = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> =>

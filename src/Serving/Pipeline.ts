@@ -3,8 +3,9 @@
  * per route from what `Derive.ts` derived; a request only supplies its input, decoded by the endpoint's own schemas in
  * HttpApi's order (path, payload, headers, query) before its fiber starts, as decoding is pure. As in HttpApi, the
  * middleware run before the decoded request is looked at (an unauthenticated request is a 401 whatever its query), a
- * failure is encoded as the endpoint declares it, and the platform's pre-response handlers (what
- * `ResponseHeaders.addResponseHeaders` adds) apply to the answer, whatever its outcome. A failure nobody declared, or
+ * failure is encoded as the endpoint declares it, and the headers the request's effects added
+ * (`ResponseHeaders.addResponseHeaders`) and the platform's pre-response handlers apply to the answer, whatever its
+ * outcome. A failure nobody declared, or
  * any defect, is a 500 logged with its whole cause; an interrupted request is answered for what interrupted it: the
  * deadline (503), the client going away, the server's scope closing (503, shutting down).
  *
@@ -20,7 +21,6 @@ import {
   Effect,
   Either,
   Exit,
-  FiberRef,
   FiberSet,
   Option,
   ParseResult,
@@ -28,6 +28,7 @@ import {
   Tracer
 } from "effect"
 import { RequestLogContext } from "../Operations/Logging.js"
+import { CurrentResponseHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer, type Served } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
@@ -104,41 +105,54 @@ const decodeRequest = (
   return decoded
 }
 
-/** The answer once the request's pre-response handlers (the headers its effects added) have seen it. */
+/** What a request's fiber reads of its own state: its input, and the answer headers its effects added. */
+type RequestFiber = Parameters<Parameters<typeof Effect.withFiberRuntime>[0]>[0]
+
+/**
+ * The answer with the headers the request's effects added (`ResponseHeaders.ts`), once any pre-response handler of the
+ * platform's has seen it: read from the request's fiber in one step.
+ */
 const finishAnswer = (
+  fiber: RequestFiber,
   { log: { annotations }, request }: RequestInput["Type"],
   made: Answer | HttpServerResponse.HttpServerResponse
-): Effect.Effect<Served> =>
-  FiberRef.getWith(HttpApp.currentPreResponseHandlers, (handler): Effect.Effect<Served> => {
-    const run = (response: HttpServerResponse.HttpServerResponse) =>
-      Option.isNone(handler) ? Effect.succeed(response) : Effect.orDie(handler.value(request, response))
-    if (HttpServerResponse.isServerResponse(made)) {
-      return Effect.map(run(made), (response) => ({ response: HttpServerResponse.toWeb(response), annotations }))
-    }
-    if (Option.isNone(handler)) return Effect.succeed(made)
-    // A pre-response handler sees the answer as a response, whose status and headers it may change.
-    return Effect.map(run(HttpServerResponse.empty({ status: made.status, headers: made.headers })), (finished) => ({
-      ...made,
-      status: finished.status,
-      headers: { ...finished.headers }
+): Effect.Effect<Served> => {
+  const added = fiber.getFiberRef(CurrentResponseHeaders)
+  const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
+  const run = (response: HttpServerResponse.HttpServerResponse) =>
+    Option.isNone(handler) ? Effect.succeed(response) : Effect.orDie(handler.value(request, response))
+  if (HttpServerResponse.isServerResponse(made)) {
+    return Effect.map(run(HttpServerResponse.setHeaders(made, added)), (response) => ({
+      response: HttpServerResponse.toWeb(response),
+      annotations
     }))
-  })
+  }
+  Object.assign(made.headers, added)
+  if (Option.isNone(handler)) return Effect.succeed(made)
+  // A pre-response handler sees the answer as a response, whose status and headers it may change.
+  return Effect.map(run(HttpServerResponse.empty({ status: made.status, headers: made.headers })), (finished) => ({
+    ...made,
+    status: finished.status,
+    headers: { ...finished.headers }
+  }))
+}
 
 /** A route's program: its middleware around its handler, then the answer made from the outcome. */
 const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
   // A handler's requirements are what its middleware provide (checked where the handlers are typed).
-  const handler: Effect.Effect<unknown, unknown, unknown> = Effect.flatMap(
-    RequestInput,
-    ({ decoded }) => decoded instanceof Refusals.Refused ? Effect.fail(decoded) : route.handler(decoded)
-  )
+  const handler = Effect.withFiberRuntime((fiber): Effect.Effect<unknown, unknown, unknown> => {
+    const { decoded } = Context.unsafeGet(fiber.currentContext, RequestInput)
+    return decoded instanceof Refusals.Refused ? Effect.fail(decoded) : route.handler(decoded)
+  })
   const served = route.middleware.reduceRight((inner, around) => around(inner), handler)
   const answer = (exit: Exit.Exit<unknown, unknown>) =>
-    Effect.flatMap(RequestInput, (input): Effect.Effect<Served> => {
+    Effect.withFiberRuntime((fiber): Effect.Effect<Served> => {
+      const input = Context.unsafeGet(fiber.currentContext, RequestInput)
       const made = answerFromExit(route, exit, input.log.annotations)
-      if (made !== undefined) return finishAnswer(input, made)
+      if (made !== undefined) return finishAnswer(fiber, input, made)
       return Effect.zipRight(
         Effect.logError("unexpected failure", Exit.isFailure(exit) ? exit.cause : undefined),
-        finishAnswer(input, refusalAnswer(Refusals.internalError, input.log.annotations))
+        Effect.suspend(() => finishAnswer(fiber, input, refusalAnswer(Refusals.internalError, input.log.annotations)))
       )
     })
   return Effect.matchCauseEffect(served, {
