@@ -9,12 +9,15 @@ import { Effect, Layer } from "effect"
 import { ServedApi } from "../../src/Api.js"
 import { AuthorizationLive } from "../../src/Auth/Http.js"
 import { PetsDependencies, registerPets } from "../../src/Pets/Http.js"
+import { withResponseHeaders } from "../../src/ResponseHeaders.js"
 
-/** The library's server of an `HttpApi` layer, disposed with the scope. */
+/** The library's server of an `HttpApi` layer, with the headers handlers add (`ResponseHeaders.ts`), disposed with the scope. */
 export const referenceServer = <E>(api: Layer.Layer<HttpApi.Api, E>) =>
   Effect.map(
     Effect.acquireRelease(
-      Effect.sync(() => HttpApiBuilder.toWebHandler(Layer.mergeAll(api, HttpServer.layerContext))),
+      Effect.sync(() =>
+        HttpApiBuilder.toWebHandler(Layer.mergeAll(api, HttpServer.layerContext), { middleware: withResponseHeaders })
+      ),
       ({ dispose }) => Effect.promise(dispose)
     ),
     ({ handler }) => (request: Request) => handler(request)
