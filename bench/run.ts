@@ -8,26 +8,34 @@
  * installed with apt-get when missing and allowed), the same connection count and duration. Every round starts every
  * server again and warms it up (one process per round, so a row is not one process's luck). Each run also reads the
  * server's main-thread CPU time per request (`/proc`), the steadier measure of a feature's cost on a shared machine.
- * Loopback only. Prints a table and writes JSON and Markdown under bench/results/.
+ * Every row is recorded against a previous build too, loaded in the same rounds as petstore: the executable
+ * BENCH_PREVIOUS names, or one built from the git ref BENCH_PREVIOUS_REF in a worktree of its own (removed again);
+ * without either, those rows are skipped. Loopback only. Prints a table and writes JSON and Markdown under
+ * bench/results/.
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
- * list of scenario names to run, e.g. "create"; all by default; the feature variants run on those of their scenarios).
+ * list of scenario names to run, e.g. "create"; all by default; the feature variants run on those of their scenarios),
+ * BENCH_PREVIOUS (a previous build's executable), BENCH_PREVIOUS_REF (a git ref to build the previous build from).
  */
 import { spawn, spawnSync } from "bun"
 import {
+  chmodSync,
   closeSync,
   copyFileSync,
   existsSync,
   fdatasyncSync,
   mkdirSync,
+  mkdtempSync,
   openSync,
   readFileSync,
+  realpathSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
   writeSync
 } from "node:fs"
-import { cpus, totalmem } from "node:os"
+import { cpus, tmpdir, totalmem } from "node:os"
 import { join, resolve } from "node:path"
 import { cpuTicks, microsPerRequest } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
@@ -49,8 +57,13 @@ const DEADLINE = Date.now() + 15 * 60_000
 
 const log = (...args: Array<unknown>) => console.error("[bench]", ...args)
 
-const run = (cmd: Array<string>, options: { env?: Record<string, string> } = {}) => {
-  const result = spawnSync(cmd, { cwd: ROOT, env: { ...process.env, ...options.env }, stdout: "pipe", stderr: "pipe" })
+const run = (cmd: Array<string>, options: { env?: Record<string, string>; cwd?: string } = {}) => {
+  const result = spawnSync(cmd, {
+    cwd: options.cwd ?? ROOT,
+    env: { ...process.env, ...options.env },
+    stdout: "pipe",
+    stderr: "pipe"
+  })
   if (result.exitCode !== 0) {
     throw new Error(
       `${cmd.join(" ")} failed (${result.exitCode}):\n${result.stdout.toString()}${result.stderr.toString()}`
@@ -77,14 +90,56 @@ const build = () => {
   run(["bun", "build", "bench/raw.ts", "--compile", "--minify", "--bytecode", "--outfile", RAW])
 }
 
+/** The build every row is also recorded against: its executable, what names it, and the directory to remove after. */
+interface Previous {
+  readonly program: string
+  readonly label: string
+  readonly temp?: string
+}
+
+/**
+ * The previous build: the executable BENCH_PREVIOUS names, or else petstore built from the git ref BENCH_PREVIOUS_REF
+ * in a detached worktree of its own (on this checkout's node_modules), copied to a temporary directory before the
+ * worktree is removed; without either, none.
+ */
+const previousBuild = (): Previous | undefined => {
+  const given = process.env.BENCH_PREVIOUS ?? ""
+  if (given !== "") return { program: resolve(given), label: given }
+  const ref = process.env.BENCH_PREVIOUS_REF ?? ""
+  if (ref === "") return undefined
+  const commit = run(["git", "rev-parse", "--short", `${ref}^{commit}`]).trim()
+  log(`building the previous build from ${ref} (${commit})`)
+  const temp = mkdtempSync(join(tmpdir(), "petstore-previous-"))
+  const tree = join(temp, "tree")
+  const program = join(temp, "petstore")
+  try {
+    run(["git", "worktree", "add", "--detach", tree, commit])
+    try {
+      symlinkSync(realpathSync(join(ROOT, "node_modules")), join(tree, "node_modules"))
+      run(["npm", "run", "build"], { cwd: tree })
+      copyFileSync(join(tree, "dist", "petstore"), program)
+      chmodSync(program, 0o755)
+    } finally {
+      run(["git", "worktree", "remove", "--force", tree])
+    }
+  } catch (error) {
+    rmSync(temp, { recursive: true, force: true })
+    throw error
+  }
+  return { program, label: ref === commit ? commit : `${ref} (${commit})`, temp }
+}
+
 // ------------------------------------------------------------------------------------------------------- the data
 
-/** A database migrated by petstore itself, with one API key and `pets` pets inserted in one transaction. */
-const seed = (name: string, pets: number): { readonly file: string; readonly key: string } => {
+/**
+ * A database migrated by petstore itself (`program`: dist/petstore, or the previous build), with one API key it issued
+ * and `pets` pets inserted in one transaction.
+ */
+const seed = (name: string, pets: number, program = PETSTORE): { readonly file: string; readonly key: string } => {
   mkdirSync(DATA, { recursive: true })
   const file = join(DATA, `${name}.db`)
   for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true })
-  const key = createKey([PETSTORE], file, "bench", ROOT)
+  const key = createKey([program], file, "bench", ROOT)
   insertPets(file, pets)
   return { file, key }
 }
@@ -122,6 +177,8 @@ const rssMb = (pid: number): number => {
 interface ServerSettings {
   readonly name: string
   readonly kind: "petstore" | "raw"
+  /** The petstore executable, when not dist/petstore (the previous build). */
+  readonly program?: string
   readonly db: string
   readonly key: string
   readonly env?: Record<string, string>
@@ -145,11 +202,11 @@ const restart = async (slot: Slot) => {
 
 /** Starts a server and waits for its first 200 on an authenticated list. */
 const start = async (
-  { db, env = {}, key, kind, name }: ServerSettings
+  { db, env = {}, key, kind, name, program = PETSTORE }: ServerSettings
 ): Promise<Server> => {
   const port = freePort()
   const origin = `http://127.0.0.1:${port}`
-  const cmd = kind === "petstore" ? [PETSTORE, "serve"] : [RAW]
+  const cmd = kind === "petstore" ? [program, "serve"] : [RAW]
   const started = performance.now()
   const child = spawn(cmd, {
     cwd: ROOT,
@@ -346,6 +403,8 @@ const main = async () => {
   mkdirSync(RESULTS, { recursive: true })
   ensureWrk()
   build()
+  const previous = previousBuild()
+  if (previous === undefined) log(NO_PREVIOUS)
 
   log(`seeding ${PETS} pets`)
   const base = seed("bench", PETS)
@@ -355,19 +414,35 @@ const main = async () => {
     rawNoFsync: copyDb(base.file, join(DATA, "raw-no-fsync.db"))
   }
   const key = base.key
+  // The previous build migrates its own database and issues its own key, on the same pets.
+  const previousData = previous === undefined ? undefined : seed("previous", PETS, previous.program)
+  const subjects = {
+    petstore: { name: "petstore", kind: "petstore", db: dbs.petstore, key },
+    raw: { name: "raw", kind: "raw", db: dbs.raw, key },
+    previous: previous === undefined || previousData === undefined ? undefined : {
+      name: "previous build",
+      kind: "petstore",
+      program: previous.program,
+      db: previousData.file,
+      key: previousData.key
+    }
+  } satisfies Record<string, ServerSettings | undefined>
 
   // Start-up to the first 200, alternated, three times each; the servers are stopped again.
-  const startups = { petstore: [] as Array<number>, raw: [] as Array<number> }
+  const startups = { petstore: [] as Array<number>, raw: [] as Array<number>, previous: [] as Array<number> }
   for (let i = 0; i < 3; i++) {
-    for (const kind of ["petstore", "raw"] as const) {
-      const server = await start({ name: kind, kind, db: dbs[kind], key })
-      startups[kind].push(server.startupMs)
+    for (const which of ["petstore", "raw", "previous"] as const) {
+      const settings = subjects[which]
+      if (settings === undefined) continue
+      const server = await start(settings)
+      startups[which].push(server.startupMs)
       await server.stop()
     }
   }
 
-  const petstore = await startSlot({ name: "petstore", kind: "petstore", db: dbs.petstore, key })
-  const raw = await startSlot({ name: "raw", kind: "raw", db: dbs.raw, key })
+  const petstore = await startSlot(subjects.petstore)
+  const previousSlot = subjects.previous === undefined ? undefined : await startSlot(subjects.previous)
+  const raw = await startSlot(subjects.raw)
   const rawNoFsync = await startSlot({
     name: "raw, no fsync per commit",
     kind: "raw",
@@ -385,7 +460,13 @@ const main = async () => {
     const db = copyDb(base.file, join(DATA, `variant-${variantSlots.size}.db`))
     variantSlots.set(variant, await startSlot({ name: variant.name, kind: "petstore", db, key, env: variant.env }))
   }
-  const all = [petstore, raw, rawNoFsync, ...variantSlots.values()]
+  const all = [
+    petstore,
+    ...(previousSlot === undefined ? [] : [previousSlot]),
+    raw,
+    rawNoFsync,
+    ...variantSlots.values()
+  ]
   const variantOf = (slot: Slot) => [...variantSlots].find(([, s]) => s === slot)?.[0]
   /** The scenarios a slot is loaded with: a variant's own, the creates alone for the baseline without fsync, else all. */
   const scenariosOf = (slot: Slot) =>
@@ -398,7 +479,7 @@ const main = async () => {
     return wrk(
       slot.server.pid,
       slot.server.origin + scenario.path(PETS),
-      key,
+      slot.key,
       variant?.script ?? scenario.script,
       seconds,
       variant?.headers
@@ -406,7 +487,12 @@ const main = async () => {
   }
   try {
     await Bun.sleep(1000)
-    const idle = { petstore: rssMb(petstore.server.pid), raw: rssMb(raw.server.pid) }
+    const rss = () => ({
+      petstore: rssMb(petstore.server.pid),
+      raw: rssMb(raw.server.pid),
+      previous: previousSlot === undefined ? undefined : rssMb(previousSlot.server.pid)
+    })
+    const idle = rss()
 
     const fsyncBefore = fsyncMillis()
     const loads: Record<string, Record<string, Array<Load>>> = {}
@@ -434,7 +520,7 @@ const main = async () => {
         for (const run of round % 2 === 1 ? runs : runs.reverse()) run()
       }
     }
-    const afterLoad = { petstore: rssMb(petstore.server.pid), raw: rssMb(raw.server.pid) }
+    const afterLoad = rss()
     const fsyncAfter = fsyncMillis()
 
     const scenarios = SCENARIOS.map((scenario) => {
@@ -485,6 +571,25 @@ const main = async () => {
         }
       })
     )
+
+    // Every scenario against the previous build, paired round by round as a feature's row against the plain one, with
+    // petstore on top: above 1, petstore serves more, or spends less of the main thread, than the previous build.
+    const againstPrevious = previousSlot === undefined ? undefined : {
+      build: previous!.label,
+      scenarios: SCENARIOS.map((scenario) => {
+        const runs = loads[scenario.name][previousSlot.name]
+        const petstoreRuns = loads[scenario.name][petstore.name]
+        const load = summarize(runs)
+        return {
+          scenario: scenario.name,
+          load,
+          ratio: ratio(load.rps, summarize(loads[scenario.name][raw.name]).rps),
+          petstoreToPrevious: hundredths(median(runs.map((run, i) => petstoreRuns[i].rps / run.rps))),
+          petstoreCpuUs: summarize(petstoreRuns).cpuUs,
+          cpuToPrevious: hundredths(median(runs.map((run, i) => run.cpuUs / petstoreRuns[i].cpuUs)))
+        }
+      })
+    }
 
     for (const slot of all) await slot.server.stop()
     sink.kill("SIGTERM")
@@ -545,14 +650,24 @@ const main = async () => {
         })
       )
 
+    /** Petstore's figure over the previous build's, when there is one. */
+    const toPrevious = (petstore: number, previous: number | undefined) =>
+      previous === undefined ? undefined : ratio(petstore, previous)
+    const previousStartup = previousSlot === undefined ? undefined : median(startups.previous)
     const startup = {
       petstore: median(startups.petstore),
       raw: median(startups.raw),
-      ratio: ratio(median(startups.petstore), median(startups.raw))
+      ratio: ratio(median(startups.petstore), median(startups.raw)),
+      previous: previousStartup,
+      toPrevious: toPrevious(median(startups.petstore), previousStartup)
     }
     const memory = {
-      idle: { ...idle, ratio: ratio(idle.petstore, idle.raw) },
-      afterLoad: { ...afterLoad, ratio: ratio(afterLoad.petstore, afterLoad.raw) }
+      idle: { ...idle, ratio: ratio(idle.petstore, idle.raw), toPrevious: toPrevious(idle.petstore, idle.previous) },
+      afterLoad: {
+        ...afterLoad,
+        ratio: ratio(afterLoad.petstore, afterLoad.raw),
+        toPrevious: toPrevious(afterLoad.petstore, afterLoad.previous)
+      }
     }
     const machine = {
       cpu: `${cpus()[0]?.model ?? "?"} (${cpus().length} cores)`,
@@ -569,6 +684,7 @@ const main = async () => {
       scenarios,
       noFsync,
       variants,
+      previous: againstPrevious,
       startup,
       memory,
       growth,
@@ -585,8 +701,11 @@ const main = async () => {
   } finally {
     for (const slot of all) await slot.server.stop().catch(() => {})
     sink.kill()
+    if (previous?.temp !== undefined) rmSync(previous.temp, { recursive: true, force: true })
   }
 }
+
+const NO_PREVIOUS = "no previous build (set BENCH_PREVIOUS or BENCH_PREVIOUS_REF): its rows are skipped"
 
 const table = (r: any): string => {
   const lines = [
@@ -608,13 +727,36 @@ const table = (r: any): string => {
       `| ${v.scenario}, ${v.variant} | ${v.load.rps} | ${v.ratio} | **${v.toPlain}** | ${v.toPlainOfMedians} | ${v.plainCpuUs} → ${v.load.cpuUs} | **${v.cpuToPlain}** | ${v.load.p50} / ${v.load.p99} |`
     )
   }
+  if (r.previous === undefined) {
+    lines.push("", `${NO_PREVIOUS[0].toUpperCase()}${NO_PREVIOUS.slice(1)}.`)
+  } else {
+    lines.push(
+      "",
+      `| against the previous build, ${r.previous.build} | previous req/s | its ratio to raw | petstore ÷ previous: median of the rounds' | main thread µs a request, previous → petstore | its ratio, previous / petstore | previous p50 / p99 ms |`,
+      `|---|---|---|---|---|---|---|`
+    )
+    for (const p of r.previous.scenarios) {
+      lines.push(
+        `| ${p.scenario} | ${p.load.rps} | ${p.ratio} | **${p.petstoreToPrevious}** | ${p.load.cpuUs} → ${p.petstoreCpuUs} | **${p.cpuToPrevious}** | ${p.load.p50} / ${p.load.p99} |`
+      )
+    }
+  }
+  // The previous build's columns, when there is one: its figure, and petstore's over it.
+  const withPrevious = r.previous !== undefined
+  const previousCells = (row: any) => withPrevious ? ` ${row.previous} | ${row.toPrevious} |` : ""
   lines.push(
     "",
-    `| | petstore | raw | ratio |`,
-    `|---|---|---|---|`,
-    `| start-up to first 200 (ms, median of 3) | ${r.startup.petstore} | ${r.startup.raw} | **${r.startup.ratio}** |`,
-    `| RSS idle (MB) | ${r.memory.idle.petstore} | ${r.memory.idle.raw} | **${r.memory.idle.ratio}** |`,
-    `| RSS after load (MB) | ${r.memory.afterLoad.petstore} | ${r.memory.afterLoad.raw} | ${r.memory.afterLoad.ratio} |`
+    `| | petstore | raw | ratio |${withPrevious ? " previous build | petstore ÷ previous |" : ""}`,
+    `|---|---|---|---|${withPrevious ? "---|---|" : ""}`,
+    `| start-up to first 200 (ms, median of 3) | ${r.startup.petstore} | ${r.startup.raw} | **${r.startup.ratio}** |${
+      previousCells(r.startup)
+    }`,
+    `| RSS idle (MB) | ${r.memory.idle.petstore} | ${r.memory.idle.raw} | **${r.memory.idle.ratio}** |${
+      previousCells(r.memory.idle)
+    }`,
+    `| RSS after load (MB) | ${r.memory.afterLoad.petstore} | ${r.memory.afterLoad.raw} | ${r.memory.afterLoad.ratio} |${
+      previousCells(r.memory.afterLoad)
+    }`
   )
   if (r.growthRatios.length > 0) {
     lines.push(
