@@ -62,6 +62,9 @@ export const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>)
   refusal(405, "method_not_allowed", `${method} is not allowed here; use ${allowed.join(", ")}.`, {
     allow: allowed.join(", ")
   })
+/** A CORS preflight from an origin `CORS_ORIGINS` does not list: no CORS headers, so the browser stops there. */
+export const originNotAllowed = (origin: string) =>
+  refusal(403, "origin_not_allowed", `The origin ${truncate(origin)} is not allowed: CORS_ORIGINS does not list it.`)
 export const unreadablePath = (path: string) =>
   refusal(400, "invalid_path", `Invalid path parameter in ${truncate(path)}: it cannot be read.`)
 export const internalError = refusal(
