@@ -189,6 +189,24 @@ describeBackends((backend) => {
         }))
     }
 
+    it.scoped("every invalid field of a body is named in one message, each once", () =>
+      Effect.gen(function*() {
+        const server = yield* makeTestServer
+        const post = (body: unknown) =>
+          call(server, "/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify(body) }))
+        const both = yield* expectError(yield* post({ name: "", categoryId: "x" }), 400, "invalid_body")
+        expect(both.message).toBe(
+          "Invalid request body: 'name' is invalid: must be a string of 1 to 200 characters without control " +
+            "characters, surrounding white space not counted; 'categoryId' is invalid: must be a positive integer " +
+            "no larger than 9007199254740991"
+        )
+        const all = yield* expectError(yield* post({ categoryId: 0, status: "lost" }), 400, "invalid_body")
+        expect(all.message).toBe(
+          "Invalid request body: 'name' is missing; 'categoryId' is invalid: must be a positive integer no larger " +
+            "than 9007199254740991; 'status' is invalid: must be one of available, pending, sold"
+        )
+      }))
+
     it.scoped("a name of exactly 200 characters is accepted", () =>
       Effect.gen(function*() {
         const server = yield* makeTestServer
