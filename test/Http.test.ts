@@ -473,6 +473,17 @@ describeBackends((backend) => {
         }
       }))
 
+    it.scoped("/favicon.ico is 204 No Content, without a key, and may be cached for a day", () =>
+      Effect.gen(function*() {
+        const server = yield* makeTestServer
+        for (const method of ["GET", "HEAD"]) {
+          const response = yield* call(server, "/favicon.ico", { method })
+          expect(response.status).toBe(204)
+          expect(response.headers.get("cache-control")).toBe("public, max-age=86400")
+          expect(yield* Effect.promise(() => response.text())).toBe("")
+        }
+      }))
+
     it.scoped("/openapi.json is the generated document with the configured servers", () =>
       Effect.gen(function*() {
         const server = yield* makeTestServer
