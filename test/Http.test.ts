@@ -380,6 +380,35 @@ describeBackends((backend) => {
         expect(page).toEqual(pets.filter((pet) => pet.status === "pending"))
       }))
 
+    it.scoped("the id filter answers the pet with that id, or []; with status, both must match", () =>
+      Effect.gen(function*() {
+        const server = yield* makeTestServer
+        const pets = yield* seed(server, 5, (i) => (i % 2 === 0 ? "available" : "sold"))
+        const list = (query: string) =>
+          Effect.gen(function*() {
+            const response = yield* call(server, `/v1/pets?${query}`, authorized(server.key))
+            expect(response.status, query).toBe(200)
+            expect(response.headers.get("link"), query).toBeNull()
+            return yield* json(response)
+          })
+        const [first, second] = pets
+        expect(yield* list(`id=${second.id}`)).toEqual([second])
+        expect(yield* list(`id=${pets.at(-1)!.id + 1000}`)).toEqual([])
+        expect(yield* list(`id=${first.id}&status=available`)).toEqual([first])
+        expect(yield* list(`id=${first.id}&status=sold`)).toEqual([])
+        expect(yield* list(`id=${second.id}&status=sold&limit=1`)).toEqual([second])
+        expect(yield* list(`id=${second.id}&after=${first.id}`)).toEqual([second])
+        expect(yield* list(`id=${second.id}&after=${second.id}`)).toEqual([])
+        for (const bad of ["abc", "0", "-1", "1.5", "", "9007199254740992"]) {
+          const error = yield* expectError(
+            yield* call(server, `/v1/pets?id=${bad}`, authorized(server.key)),
+            400,
+            "invalid_query"
+          )
+          expect(error.message, bad).toContain("'id'")
+        }
+      }))
+
     it.scoped("Link rel=next walks every pet exactly once, keeps the filter, and is absent on the last page", () =>
       Effect.gen(function*() {
         const server = yield* makeTestServer

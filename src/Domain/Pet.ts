@@ -180,6 +180,9 @@ export const ListPetsQuery = Schema.Struct({
     jsonSchema: int64(
       "Keyset cursor: only animals whose id is greater than this one (the `Link: rel=\"next\"` header carries it)."
     )
+  })),
+  id: Schema.optional(PetIdFromString.annotations({
+    jsonSchema: int64("Only the animal with this id: a page of it, or an empty one when no animal has it.")
   }))
 })
 export type ListPetsQuery = typeof ListPetsQuery.Type
