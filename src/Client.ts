@@ -16,6 +16,8 @@ export type NewPetInput = typeof NewPet.Encoded
 
 /** The query of `listPets`: plain numbers (the schemas check them before anything is sent). */
 export interface ListQuery {
+  /** Only the pet with this id: what `getPet` answers, as a page of it or an empty one. */
+  readonly id?: number | undefined
   readonly limit?: number | undefined
   readonly status?: PetStatus | undefined
   readonly after?: number | undefined
@@ -49,7 +51,7 @@ export interface PetstoreClient {
    * key is answered as the first was and adds nothing.
    */
   readonly createPet: (pet: NewPetInput, options?: CreateOptions) => Effect.Effect<Pet, PetstoreError>
-  /** Deprecated by the service (removed on 5 December 2030): use `listPets` or `allPets`. */
+  /** Deprecated by the service (removed on 5 December 2030): use `listPets({ id })`. */
   readonly getPet: (petId: number) => Effect.Effect<Pet, PetstoreError>
   /** Every pet the query selects, page after page, following `Link: rel="next"` until the last. */
   readonly allPets: (query?: Omit<ListQuery, "after">) => Stream.Stream<Pet, PetstoreError>

@@ -1,4 +1,7 @@
-/** The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page. */
+/**
+ * The server's own routes, outside the versioned API: liveness, readiness, the OpenAPI document and its docs page, and
+ * an empty answer to a browser's `/favicon.ico`.
+ */
 import {
   HttpApi,
   HttpApiBuilder,
@@ -21,6 +24,9 @@ const unavailable = (message: string) =>
   HttpServerResponse.unsafeJson(errorBody(503, "unavailable", message), { status: 503, headers: UNAVAILABLE_HEADERS })
 
 const READY_TIMEOUT = "2 seconds"
+
+/** A browser asks for `/favicon.ico` with every page it opens: the server has none, and may be kept knowing it. */
+export const FAVICON_CACHE_CONTROL = "public, max-age=86400"
 
 export const SystemRoutesLive = (servers: Servers) =>
   HttpRouter.Default.use((router) =>
@@ -51,6 +57,14 @@ export const SystemRoutesLive = (servers: Servers) =>
       yield* router.get("/", Effect.succeed(HttpServerResponse.redirect("/docs", { status: 302 })))
       yield* router.get("/healthz", Effect.succeed(ok))
       yield* router.get("/readyz", readiness)
+      yield* router.get(
+        "/favicon.ico",
+        Effect.succeed(
+          HttpServerResponse.empty({ status: 204 }).pipe(
+            HttpServerResponse.setHeader("cache-control", FAVICON_CACHE_CONTROL)
+          )
+        )
+      )
       // Generated on first request (not at start-up), then served as is.
       const document = yield* Effect.cached(Effect.sync(() => HttpServerResponse.unsafeJson(openApiDocument(servers))))
       yield* router.get("/openapi.json", document)

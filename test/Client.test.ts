@@ -116,13 +116,16 @@ describe("the client against the service", () => {
     return { server, client: yield* clientWith(server.key), clientWith }
   })
 
-  it.scoped("creates a pet without a status (the service's default), then gets it by a plain number", () =>
+  it.scoped("creates a pet without a status (the service's default), then gets it by a plain number, and by the list", () =>
     Effect.gen(function*() {
       const { client } = yield* setUp
       const rex = yield* client.createPet({ name: "  Rex  ", categoryId: 1 })
       expect(rex).toEqual({ id: rex.id, name: "Rex", categoryId: 1, status: "available" })
       expect(yield* client.getPet(Number(rex.id))).toEqual(rex)
       expect((yield* Effect.flip(client.getPet(424242)))._tag).toBe("NotFound")
+      // getPet's successor: the list filtered by id.
+      expect(yield* client.listPets({ id: Number(rex.id) })).toEqual({ pets: [rex], next: Option.none() })
+      expect((yield* client.listPets({ id: 424242 })).pets).toEqual([])
     }))
 
   it.scoped("returns a page with the next page's query, and streams every pet across pages", () =>

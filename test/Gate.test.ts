@@ -46,3 +46,29 @@ describe("Gate.readBody", () => {
     )
   })
 })
+
+describe("Refusals.decodeFailure", () => {
+  const issue = (path: ReadonlyArray<string>, message: string) => ({ _tag: "Type" as const, path, message })
+
+  it("names every invalid field of a body once, and cuts a long list short", () => {
+    const listed = Refusals.decodeFailure(
+      "body",
+      [issue(["a"], "is missing"), issue(["b"], "no"), issue(["b"], "x")],
+      () => false
+    )
+    expect(listed.message).toBe("Invalid request body: 'a' is missing; 'b' is invalid: no")
+    const many = Array.from({ length: 20 }, (_, i) => issue([`field${i}`], "z".repeat(1000)))
+    const { code, message, status } = Refusals.decodeFailure("body", many, () => false)
+    expect({ code, status }).toEqual({ code: "invalid_body", status: 400 })
+    expect(message.length).toBe(900)
+    expect(message.startsWith(`Invalid request body: 'field0' is invalid: ${"z".repeat(299)}…; 'field1'`)).toBe(true)
+    expect(message.endsWith("…")).toBe(true)
+  })
+
+  it("names only the first issue of a query, a path, a header", () => {
+    const issues = [issue(["limit"], "must be an integer from 1 to 100"), issue(["status"], "no")]
+    expect(Refusals.decodeFailure("query", issues, () => false).message).toBe(
+      "Invalid query parameter 'limit': must be an integer from 1 to 100"
+    )
+  })
+})

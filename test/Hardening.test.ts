@@ -77,6 +77,27 @@ describe("CORS", () => {
       }
     }))
 
+  it.scoped("with CORS_ORIGINS, a preflight from an origin it does not list is 403 origin_not_allowed, no CORS header", () =>
+    Effect.gen(function*() {
+      const server = yield* testServerOn(Sql.SqlTest, { corsOrigins: [APP] })
+      const stranger = "https://evil.example.test"
+      const response = yield* Effect.promise(() =>
+        server.fetch("/v1/pets", { ...preflight, headers: { ...preflight.headers, origin: stranger } })
+      )
+      expect(response.status).toBe(403)
+      expect(yield* Effect.promise(() => response.json())).toEqual({
+        code: "origin_not_allowed",
+        message: `The origin ${stranger} is not allowed: CORS_ORIGINS does not list it.`,
+        status: 403
+      })
+      expect([...response.headers.keys()].filter((name) => name.startsWith("access-control-"))).toEqual([])
+      expect(response.headers.get("vary")).toBe("Origin")
+      // An OPTIONS without an Origin is no preflight: the route's 405.
+      const { origin: _, ...noOrigin } = preflight.headers as Record<string, string>
+      const bare = yield* Effect.promise(() => server.fetch("/v1/pets", { method: "OPTIONS", headers: noOrigin }))
+      expect(bare.status).toBe(405)
+    }))
+
   it.scoped("CORS_ORIGINS=* allows any origin", () =>
     Effect.gen(function*() {
       const server = yield* testServerOn(Sql.SqlTest, { corsOrigins: ["*"] })

@@ -189,6 +189,24 @@ describeBackends((backend) => {
         }))
     }
 
+    it.scoped("every invalid field of a body is named in one message, each once", () =>
+      Effect.gen(function*() {
+        const server = yield* makeTestServer
+        const post = (body: unknown) =>
+          call(server, "/v1/pets", authorized(server.key, { method: "POST", body: JSON.stringify(body) }))
+        const both = yield* expectError(yield* post({ name: "", categoryId: "x" }), 400, "invalid_body")
+        expect(both.message).toBe(
+          "Invalid request body: 'name' is invalid: must be a string of 1 to 200 characters without control " +
+            "characters, surrounding white space not counted; 'categoryId' is invalid: must be a positive integer " +
+            "no larger than 9007199254740991"
+        )
+        const all = yield* expectError(yield* post({ categoryId: 0, status: "lost" }), 400, "invalid_body")
+        expect(all.message).toBe(
+          "Invalid request body: 'name' is missing; 'categoryId' is invalid: must be a positive integer no larger " +
+            "than 9007199254740991; 'status' is invalid: must be one of available, pending, sold"
+        )
+      }))
+
     it.scoped("a name of exactly 200 characters is accepted", () =>
       Effect.gen(function*() {
         const server = yield* makeTestServer
@@ -333,8 +351,8 @@ describeBackends((backend) => {
         expect((yield* json(yield* call(server, "/v1/pets?limit=100", authorized(server.key)))).length).toBe(30)
       }))
 
-    for (const bad of ["0", "101", "-5", "abc", "2.5", "", "1e1", " 5"]) {
-      it.scoped(`limit=${JSON.stringify(bad)} is 400 invalid_query naming limit`, () =>
+    for (const bad of ["0", "101", "-5", "abc", "2.5", "", "1e1", " 5", "99999999999999999"]) {
+      it.scoped(`limit=${JSON.stringify(bad)} is 400 invalid_query naming limit and its range`, () =>
         Effect.gen(function*() {
           const server = yield* makeTestServer
           const error = yield* expectError(
@@ -342,7 +360,7 @@ describeBackends((backend) => {
             400,
             "invalid_query"
           )
-          expect(error.message).toContain("limit")
+          expect(error.message).toBe("Invalid query parameter 'limit': must be an integer from 1 to 100")
         }))
     }
 
@@ -360,6 +378,35 @@ describeBackends((backend) => {
         const pets = yield* seed(server, 12, (i) => ["available", "pending", "sold"][i % 3])
         const page = yield* json(yield* call(server, "/v1/pets?status=pending&limit=100", authorized(server.key)))
         expect(page).toEqual(pets.filter((pet) => pet.status === "pending"))
+      }))
+
+    it.scoped("the id filter answers the pet with that id, or []; with status, both must match", () =>
+      Effect.gen(function*() {
+        const server = yield* makeTestServer
+        const pets = yield* seed(server, 5, (i) => (i % 2 === 0 ? "available" : "sold"))
+        const list = (query: string) =>
+          Effect.gen(function*() {
+            const response = yield* call(server, `/v1/pets?${query}`, authorized(server.key))
+            expect(response.status, query).toBe(200)
+            expect(response.headers.get("link"), query).toBeNull()
+            return yield* json(response)
+          })
+        const [first, second] = pets
+        expect(yield* list(`id=${second.id}`)).toEqual([second])
+        expect(yield* list(`id=${pets.at(-1)!.id + 1000}`)).toEqual([])
+        expect(yield* list(`id=${first.id}&status=available`)).toEqual([first])
+        expect(yield* list(`id=${first.id}&status=sold`)).toEqual([])
+        expect(yield* list(`id=${second.id}&status=sold&limit=1`)).toEqual([second])
+        expect(yield* list(`id=${second.id}&after=${first.id}`)).toEqual([second])
+        expect(yield* list(`id=${second.id}&after=${second.id}`)).toEqual([])
+        for (const bad of ["abc", "0", "-1", "1.5", "", "9007199254740992"]) {
+          const error = yield* expectError(
+            yield* call(server, `/v1/pets?id=${bad}`, authorized(server.key)),
+            400,
+            "invalid_query"
+          )
+          expect(error.message, bad).toContain("'id'")
+        }
       }))
 
     it.scoped("Link rel=next walks every pet exactly once, keeps the filter, and is absent on the last page", () =>
@@ -452,6 +499,17 @@ describeBackends((backend) => {
           const response = yield* call(server, path)
           expect(response.status).toBe(200)
           expect(yield* json(response)).toEqual({ status: "ok" })
+        }
+      }))
+
+    it.scoped("/favicon.ico is 204 No Content, without a key, and may be cached for a day", () =>
+      Effect.gen(function*() {
+        const server = yield* makeTestServer
+        for (const method of ["GET", "HEAD"]) {
+          const response = yield* call(server, "/favicon.ico", { method })
+          expect(response.status).toBe(204)
+          expect(response.headers.get("cache-control")).toBe("public, max-age=86400")
+          expect(yield* Effect.promise(() => response.text())).toBe("")
         }
       }))
 

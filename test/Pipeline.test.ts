@@ -297,7 +297,7 @@ describe("pipeline, Bun's routing", () => {
       }
       // Every path of the one route table, with and without its trailing slash.
       expect(Object.keys(dispatcher.routes).filter((path) => !path.endsWith("/")).sort()).toEqual(
-        ["/docs", "/healthz", "/openapi.json", "/readyz", "/v1/pets", "/v1/pets/:petId"]
+        ["/docs", "/favicon.ico", "/healthz", "/openapi.json", "/readyz", "/v1/pets", "/v1/pets/:petId"]
       )
       // What production runs (src/Http.ts), on a loopback port of its own.
       const server = yield* Effect.acquireRelease(

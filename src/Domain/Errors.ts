@@ -17,6 +17,7 @@ export type ErrorCode =
   | "invalid_header"
   | "not_found"
   | "method_not_allowed"
+  | "origin_not_allowed"
   | "payload_too_large"
   | "unsupported_media_type"
   | "idempotency_key_in_use"

@@ -153,11 +153,11 @@ const PositiveIntFromString = Schema.transformOrFail(Schema.String, Schema.Numbe
   encode: (value) => ParseResult.succeed(String(value))
 })
 
+/** A page's size: one message for every value refused, `0` and `101` alike. */
 export const Limit = PositiveIntFromString.pipe(
-  Schema.compose(Schema.Int.pipe(Schema.between(LIMIT_MIN, LIMIT_MAX, {
-    message: () => `must be an integer from ${LIMIT_MIN} to ${LIMIT_MAX}`
-  })))
+  Schema.compose(Schema.Int.pipe(Schema.between(LIMIT_MIN, LIMIT_MAX)))
 ).annotations({
+  message: () => ({ message: `must be an integer from ${LIMIT_MIN} to ${LIMIT_MAX}`, override: true }),
   jsonSchema: {
     type: "integer",
     minimum: LIMIT_MIN,
@@ -180,6 +180,9 @@ export const ListPetsQuery = Schema.Struct({
     jsonSchema: int64(
       "Keyset cursor: only animals whose id is greater than this one (the `Link: rel=\"next\"` header carries it)."
     )
+  })),
+  id: Schema.optional(PetIdFromString.annotations({
+    jsonSchema: int64("Only the animal with this id: a page of it, or an empty one when no animal has it.")
   }))
 })
 export type ListPetsQuery = typeof ListPetsQuery.Type

@@ -33,8 +33,9 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
       .annotate(OpenApi.Summary, "List animals")
       .annotate(
         OpenApi.Description,
-        "Animals in ascending id order, optionally filtered by status. When more follow, the response carries " +
-          "`Link: </v1/pets?limit=…&after=…>; rel=\"next\"` (keyset pagination; the status filter is kept)."
+        "Animals in ascending id order, optionally filtered by status, or by id (`?id=42`: the animal, or an empty " +
+          "array). When more follow, the response carries `Link: </v1/pets?limit=…&after=…>; rel=\"next\"` " +
+          "(keyset pagination; the status filter is kept)."
       )
   )
   .add(
@@ -65,7 +66,7 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
       .annotate(OpenApi.Summary, "Get an animal (deprecated)")
       .annotate(
         OpenApi.Description,
-        "Deprecated: removed on 5 December 2030. Use `GET /pets` with the `status` filter instead."
+        "Deprecated: removed on 5 December 2030. Use `GET /pets?id=…` instead: an array of the animal, or empty."
       )
       .annotate(OpenApi.Deprecated, true)
       .middleware(Deprecation)

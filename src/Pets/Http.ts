@@ -26,6 +26,7 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
         Effect.gen(function*() {
           const limit = urlParams.limit ?? LIMIT_DEFAULT
           const page = yield* orUnavailable(repo.list({ ...urlParams, limit }))
+          // A page filtered by id is the only one (`more` is false): the next page needs no id.
           if (page.more) {
             // The next page keeps the limit and the status filter.
             const next = new URLSearchParams({ limit: String(limit) })

@@ -10,6 +10,8 @@ import { statement, Statements } from "../Database/Statements.js"
 import type { NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
 
 export interface ListOptions {
+  /** Only the pet with this id (a page of at most one). */
+  readonly id?: PetId | undefined
   readonly limit: number
   readonly status?: PetStatus | undefined
   readonly after?: PetId | undefined
@@ -154,12 +156,21 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const findById = (id: PetId): Effect.Effect<Option.Option<Pet>, SqlError.SqlError> =>
       query(FIND_ONE, [id], firstRow)
 
-    /** One keyset page in id order; one extra row is read to tell whether another page follows. */
-    const list = ({ after = 0 as PetId, limit, status }: ListOptions): Effect.Effect<Page, SqlError.SqlError> => {
+    /**
+     * One keyset page in id order; one extra row is read to tell whether another page follows. With an id, the pet
+     * that has it if it passes the other filters too: a page of at most one (a limit is at least 1), the last.
+     */
+    const list = ({ after = 0 as PetId, id, limit, status }: ListOptions): Effect.Effect<Page, SqlError.SqlError> => {
       const page = (pets: Array<Pet>): Page => {
         const more = pets.length > limit
         if (more) pets.length = limit
         return { pets, more }
+      }
+      if (id !== undefined) {
+        return query(FIND_ONE, [id], (pets) => ({
+          pets: pets.filter((pet) => pet.id > after && (status === undefined || pet.status === status)),
+          more: false
+        }))
       }
       return status === undefined
         ? query(PAGE, [after, limit + 1], page)

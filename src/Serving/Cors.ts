@@ -2,11 +2,13 @@
  * CORS (the Fetch standard's protocol), on when `CORS_ORIGINS` is set: a preflight to a served path is answered
  * without a key, with the methods the route table gives that path; every other answer to an allowed origin names it
  * and exposes the headers a client reads. An origin that is not allowed gets answers without CORS headers (the
- * browser then withholds them from the page). Every answer says `Vary: Origin`, those to a request without an
- * `Origin` or from an origin not allowed too: a cache must not hand an answer made for one origin to another.
+ * browser then withholds them from the page), its preflight a 403 saying so. Every answer says `Vary: Origin`, those
+ * to a request without an `Origin` or from an origin not allowed too: a cache must not hand an answer made for one
+ * origin to another.
  * (`HttpApiBuilder.middlewareCors` answers every `OPTIONS`, an unknown path's too, with one fixed list of methods, and
  * leaves `Vary` off answers to an origin it does not allow: these rules are the route table's and the cache's.)
  */
+import * as Refusals from "./Refusals.js"
 
 /** The response headers a browser client may read. */
 const EXPOSED_HEADERS = [
@@ -49,12 +51,13 @@ export const makeCors = (origins: ReadonlyArray<string>) => {
     headersFor,
     /**
      * The headers of the 204 answering a preflight from an allowed origin to a path that answers these methods and
-     * declares these headers; undefined for any other request.
+     * declares these headers; the refusal of a preflight from another origin; undefined for any other request.
      */
     preflight: (request: Request, methods: ReadonlyArray<string>, declared: () => ReadonlyArray<string>) => {
       if (request.method !== "OPTIONS" || !request.headers.has("access-control-request-method")) return undefined
       const origin = request.headers.get("origin")
-      if (!allows(origin)) return undefined
+      if (origin === null) return undefined
+      if (!allows(origin)) return Refusals.originNotAllowed(origin)
       return {
         ...headersFor(origin),
         "access-control-allow-methods": methods.join(", "),

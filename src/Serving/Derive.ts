@@ -49,8 +49,14 @@ const isArrayLike = (ast: AST.AST): boolean =>
 
 type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
 
-const decoder = (schema: Option.Option<Schema.Schema.Any>): Decoder | undefined =>
-  Option.isNone(schema) ? undefined : Schema.decodeUnknownEither(schema.value as Schema.Schema<unknown, unknown>)
+/**
+ * A decoder of a part of the request. A payload's reports every invalid field (`errors: "all"`), so that one answer
+ * names them all; what it decodes is HttpApi's either way.
+ */
+const decoder = (schema: Option.Option<Schema.Schema.Any>, options?: AST.ParseOptions): Decoder | undefined =>
+  Option.isNone(schema)
+    ? undefined
+    : Schema.decodeUnknownEither(schema.value as Schema.Schema<unknown, unknown>, options)
 
 /** The members of these unions (a success or error schema, deunionized as HttpApi reads it). */
 const membersOf = (...unions: ReadonlyArray<Schema.Schema.Any>) => {
@@ -119,7 +125,7 @@ const makeRoute = (
       }
       return decodeDeclared(declared)
     }),
-    decodePayload: decoder(endpoint.payloadSchema),
+    decodePayload: decoder(endpoint.payloadSchema, { errors: "all" }),
     /** The request headers the endpoint declares (lower case, as HttpApi reads them). */
     headerNames,
     /** The middleware in the order they run (the first is the outermost, as HttpApi nests them). */

@@ -15,18 +15,7 @@
  * driver) is answered at once; any other joins the pipeline's `FiberSet`, owned by the server's scope, and is awaited.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import {
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Exit,
-  FiberSet,
-  Option,
-  ParseResult,
-  Runtime,
-  Tracer
-} from "effect"
+import { Context, Duration, Effect, Either, Exit, FiberSet, Option, ParseResult, Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Operations/Logging.js"
 import { CurrentResponseHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer, type Served } from "./Answer.js"
@@ -77,8 +66,8 @@ const decodeRequest = (
 ): DecodedRequest | Refusals.Refused => {
   const decoded: DecodedRequest = { request }
   const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) => {
-    const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
-    return new Refusals.Refused(Refusals.decodeFailure(part, issue, (name) => Array.isArray(input.query[name])))
+    const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+    return new Refusals.Refused(Refusals.decodeFailure(part, issues, (name) => Array.isArray(input.query[name])))
   }
   if (route.decodePath !== undefined) {
     const params = percentDecoded(input.params)

@@ -36,7 +36,7 @@ export const MAX_URL_LENGTH = 8 * 1024
 export const MAX_HEADER_BYTES = 8 * 1024
 const MAX_MESSAGE_LENGTH = 300
 
-const truncate = (text: string) => text.length > MAX_MESSAGE_LENGTH ? text.slice(0, MAX_MESSAGE_LENGTH - 1) + "…" : text
+const truncate = (text: string, max = MAX_MESSAGE_LENGTH) => text.length > max ? text.slice(0, max - 1) + "…" : text
 
 export const uriTooLong = refusal(414, "uri_too_long", `The request target is over ${MAX_URL_LENGTH} characters.`)
 export const headerTooLarge = refusal(
@@ -62,6 +62,9 @@ export const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>)
   refusal(405, "method_not_allowed", `${method} is not allowed here; use ${allowed.join(", ")}.`, {
     allow: allowed.join(", ")
   })
+/** A CORS preflight from an origin `CORS_ORIGINS` does not list: no CORS headers, so the browser stops there. */
+export const originNotAllowed = (origin: string) =>
+  refusal(403, "origin_not_allowed", `The origin ${truncate(origin)} is not allowed: CORS_ORIGINS does not list it.`)
 export const unreadablePath = (path: string) =>
   refusal(400, "invalid_path", `Invalid path parameter in ${truncate(path)}: it cannot be read.`)
 export const internalError = refusal(
@@ -82,30 +85,47 @@ export const deadlineExceeded = refusal(
 /** Which part of the request a failed decode was about. */
 export type DecodedPart = "path" | "query" | "body" | "header"
 
+/** The longest message listing a body's invalid fields: each field's reason is cut at `MAX_MESSAGE_LENGTH` too. */
+const MAX_BODY_MESSAGE_LENGTH = 3 * MAX_MESSAGE_LENGTH
+
 /**
- * A 400 for a failed decode that names the field and says why: the first issue of the decoder's, with the field's path
- * (as Effect's `ArrayFormatter` and `HttpApiDecodeError` give them). `repeated` tells whether a query parameter was
- * sent more than once.
+ * A 400 for a failed decode that names the field and says why (the field's path and reason as Effect's
+ * `ArrayFormatter` and `HttpApiDecodeError` give them): for a path, a query or a header the first issue of the
+ * decoder's; for a body, every invalid field (its decoder reports them all), each once, in the schema's order.
+ * `repeated` tells whether a query parameter was sent more than once.
  */
 export const decodeFailure = (
   part: DecodedPart,
-  issue: ParseResult.ArrayFormatterIssue | undefined,
+  issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>,
   repeated: (name: string) => boolean
 ): Refusal => {
-  const field = issue?.path.map(String).join(".") ?? ""
-  const reason = truncate(issue?.message ?? "it cannot be read")
-  if (part === "header") return refusal(400, "invalid_header", `Invalid header '${field}': ${reason}`)
-  if (part === "path") return refusal(400, "invalid_path", `Invalid path parameter '${field}': ${reason}`)
+  const fieldOf = (issue: ParseResult.ArrayFormatterIssue | undefined) => issue?.path.map(String).join(".") ?? ""
+  const reasonOf = (issue: ParseResult.ArrayFormatterIssue | undefined) =>
+    truncate(issue?.message ?? "it cannot be read")
+  const [first] = issues
+  const field = fieldOf(first)
+  if (part === "header") return refusal(400, "invalid_header", `Invalid header '${field}': ${reasonOf(first)}`)
+  if (part === "path") return refusal(400, "invalid_path", `Invalid path parameter '${field}': ${reasonOf(first)}`)
   if (part === "query") {
-    const why = repeated(String(issue?.path[0] ?? "")) ? "it is given more than once" : reason
+    const why = repeated(String(first?.path[0] ?? "")) ? "it is given more than once" : reasonOf(first)
     return refusal(400, "invalid_query", `Invalid query parameter '${field}': ${why}`)
   }
+  if (issues.length === 0 || issues.some((issue) => issue.path.length === 0)) {
+    return refusal(400, "invalid_body", "The request body must be a JSON object with a name and a categoryId.")
+  }
+  // A field's first issue says why; the others on the same field repeat it in the schema's terms.
+  const byField = new Map<string, string>()
+  for (const issue of issues) {
+    const name = fieldOf(issue)
+    if (byField.has(name)) continue
+    const reason = reasonOf(issue)
+    byField.set(name, `'${name}' ${reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`}`)
+  }
+  const listed = `Invalid request body: ${[...byField.values()].join("; ")}`
   return refusal(
     400,
     "invalid_body",
-    field === ""
-      ? "The request body must be a JSON object with a name and a categoryId."
-      : `Invalid request body: '${field}' ${reason.startsWith("is missing") ? "is missing" : `is invalid: ${reason}`}`
+    truncate(listed, MAX_BODY_MESSAGE_LENGTH)
   )
 }
 

@@ -108,6 +108,7 @@ export const makeServer = (options: {
       entry.methods,
       () => [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.route.headerNames : [])
     )
+    if (preflight !== undefined && "code" in preflight) return refuse(preflight)
     if (preflight !== undefined) {
       log(request, 204, started, undefined, requestId, observed?.parentSpan)
       observed?.end(204, undefined)
