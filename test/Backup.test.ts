@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { backup, restore } from "../src/Database/Backup.js"
-import { tempDatabaseFile } from "./support/files.js"
+import { rows, tempDatabaseFile } from "./support/files.js"
 
 const PETS = 250
 
@@ -53,15 +53,6 @@ const backupOf = (database: string, file: string, force = false) =>
   run(backup({ database: Redacted.make(database), file, force }))
 
 const restoreOf = (database: string, file: string) => run(restore({ database: Redacted.make(database), file }))
-
-const rows = (file: string, query: string) => {
-  const db = new Database(file, { readonly: true })
-  try {
-    return db.query(query).all()
-  } finally {
-    db.close()
-  }
-}
 
 describe("petstore backup", () => {
   it.scoped("writes the whole database, which opens clean, and leaves nothing else beside it", () =>

@@ -21,7 +21,7 @@ import {
 } from "../src/Database/ScheduledBackups.js"
 import { backupFailures, backupLastSuccess } from "../src/Observability/Metrics.js"
 import { spawnPetstore } from "./support/cli.js"
-import { tempDatabaseFile } from "./support/files.js"
+import { rows, tempDatabaseFile } from "./support/files.js"
 
 const PETS = 300
 
@@ -42,15 +42,6 @@ const seeded = Effect.gen(function*() {
 })
 
 const run = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, BunContext.layer)
-
-const rows = (file: string, query: string) => {
-  const db = new Database(file, { readonly: true })
-  try {
-    return db.query(query).all()
-  } finally {
-    db.close()
-  }
-}
 
 /** Everything in the file a backup should carry: schema, rows of every table, counters, header fields. */
 const contents = (file: string) => ({

@@ -3,7 +3,6 @@
  * run of lines, indentation aside, of its example (`test/support/guide/DeletePet.ts`, type-checked with the suites) or
  * of this file, and the example, served by the engine beside the catalogue, answers its DELETE as the guide says.
  */
-import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { readFileSync } from "node:fs"
@@ -17,7 +16,7 @@ import { RegisteredGroups, registerGroup } from "../src/Serving/Registration.js"
 import { WebHandler, webHandlerFrom } from "../src/Serving/WebHandler.js"
 import { type Backend, describeBackends } from "./support/backends.js"
 import { GuideApi, GuideRepo, registerDeletePet, ServedGuideApi } from "./support/guide/DeletePet.js"
-import { authorized, ORIGIN } from "./support/http.js"
+import { authorized, clientFor, ORIGIN } from "./support/http.js"
 
 const read = (path: string) => readFileSync(new URL(path, import.meta.url), "utf8")
 
@@ -75,17 +74,7 @@ const testServer = (backend: Backend) =>
     const handler = Context.get(context, WebHandler)
     const key = Redacted.value((yield* Context.get(context, ApiKeys).create("guide")).key)
     const fetch = async (path: string, init?: RequestInit) => handler(new Request(`${ORIGIN}${path}`, init))
-    const client = yield* HttpApiClient.make(GuideApi, {
-      baseUrl: `${ORIGIN}/v1`,
-      transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(key))
-    }).pipe(
-      Effect.provide(FetchHttpClient.layer),
-      Effect.provideService(
-        FetchHttpClient.Fetch,
-        ((input: string | URL | Request, init?: RequestInit) =>
-          fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch
-      )
-    )
+    const client = yield* clientFor(GuideApi, fetch, key)
     return { fetch, key, client }
   })
 

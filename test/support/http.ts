@@ -3,7 +3,14 @@
  * routes and handlers) on a fresh database of the given backend, reached through that handler: raw `fetch` for headers
  * and hostile bodies, and the typed `HttpApiClient` derived from `Api` for everything a well-behaved client does.
  */
-import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import {
+  FetchHttpClient,
+  type HttpApi,
+  HttpApiClient,
+  type HttpApiGroup,
+  HttpClient,
+  HttpClientRequest
+} from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { Api, type Servers } from "../../src/Api.js"
@@ -22,8 +29,13 @@ export const servers: Servers = {
 
 type Fetch = (path: string, init?: RequestInit) => Promise<Response>
 
-const makeClient = (fetch: Fetch, key?: string) =>
-  HttpApiClient.make(Api, {
+/** The typed client of `api`, answered by `fetch` (a path below `ORIGIN`), the key as bearer token when one is given. */
+export const clientFor = <ApiId extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, ApiError, ApiR>(
+  api: HttpApi.HttpApi<ApiId, Groups, ApiError, ApiR>,
+  fetch: Fetch,
+  key?: string
+) =>
+  HttpApiClient.make(api, {
     baseUrl: `${ORIGIN}/v1`,
     transformClient: key === undefined ? undefined : HttpClient.mapRequest(HttpClientRequest.bearerToken(key))
   }).pipe(
@@ -55,7 +67,7 @@ export const testServerOn = <E>(
     const created = yield* keys.create("test")
     const key = Redacted.value(created.key)
     const fetch: Fetch = async (path, init) => handler(new Request(`${ORIGIN}${path}`, init))
-    const client = yield* makeClient(fetch, key)
+    const client = yield* clientFor(Api, fetch, key)
     return {
       fetch,
       handler,
@@ -63,7 +75,7 @@ export const testServerOn = <E>(
       keys,
       client,
       lifecycle: Context.get(context, Lifecycle),
-      clientWith: (other?: string) => makeClient(fetch, other)
+      clientWith: (other?: string) => clientFor(Api, fetch, other)
     }
   })
 

@@ -13,21 +13,12 @@ import type { Pet } from "../../src/Domain/Pet.js"
 import { createPet, listPets, STATUSES, walk } from "./support/api.js"
 import { createKey, scratchDirectory, spawnPetstore, startPetstore, stopAll } from "./support/petstore.js"
 import { Connection } from "./support/raw.js"
+import { seedPets } from "./support/sqlite.js"
 
 afterAll(stopAll)
 
 const SEEDED = 1_000_000
 const CREATORS = 4
-
-/** `SEEDED` pets inserted straight into the migrated file, in one transaction. */
-const seed = (file: string) => {
-  const db = new Database(file)
-  db.run(
-    `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${SEEDED})
-     INSERT INTO pets (name, category_id, status) SELECT 'seeded ' || i, 1 + i % 50, 'available' FROM n`
-  )
-  db.close()
-}
 
 /** A command of the executable run to its end: exit code, stdout alone, and stderr with it. */
 const runToEnd = async (args: ReadonlyArray<string>, env: Record<string, string>) => {
@@ -44,7 +35,7 @@ describe("petstore backup of a serving database", { timeout: 120_000 }, () => {
     const database = join(directory, "petstore.db")
     const snapshot = join(directory, "backup.db")
     const { key } = createKey(database)
-    seed(database)
+    seedPets(database, SEEDED)
     const server = await startPetstore({ database, env: { LOG_LEVEL: "warning" } })
 
     const acknowledged = new Map<number, Pet>()

@@ -7,27 +7,9 @@ import { spawnSync } from "node:child_process"
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { BINARY, createKey, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
+import { BINARY, createKey, runAlone, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
 
 afterAll(stopAll)
-
-/** Runs the executable to its end with only the environment given (and PATH), from `cwd`. */
-const petstore = (
-  args: ReadonlyArray<string>,
-  env: Record<string, string> = {},
-  options: { readonly cwd?: string; readonly as?: number } = {}
-) => {
-  const command = options.as === undefined
-    ? [BINARY, ...args]
-    : ["setpriv", `--reuid=${options.as}`, `--regid=${options.as}`, "--clear-groups", BINARY, ...args]
-  const result = spawnSync(command[0], command.slice(1), {
-    cwd: options.cwd ?? scratchDirectory(),
-    env: { PATH: process.env.PATH ?? "", LOG_FORMAT: "json", ...env },
-    encoding: "utf8",
-    timeout: 30_000
-  })
-  return { status: result.status, stdout: result.stdout, stderr: result.stderr }
-}
 
 // eslint-disable-next-line no-control-regex -- a colour code is what is looked for
 const ANSI = /\x1b\[/
@@ -35,7 +17,7 @@ const STACK_LINE = /^\s+at /m
 
 describe("help and version", () => {
   it("--help is short, specific and plain when piped", () => {
-    const help = petstore(["--help"])
+    const help = runAlone(["--help"])
     expect(help.status).toBe(0)
     expect(help.stdout).not.toMatch(ANSI)
     expect(help.stdout.trim().split("\n").length).toBeLessThanOrEqual(25)
@@ -45,16 +27,16 @@ describe("help and version", () => {
     for (const generic of ["--wizard", "--completions", "redacted", "user-defined", "--log-level"]) {
       expect(help.stdout).not.toContain(generic)
     }
-    expect(petstore(["-h"]).stdout).toBe(help.stdout)
-    expect(petstore(["help"]).stdout).toBe(help.stdout)
+    expect(runAlone(["-h"]).stdout).toBe(help.stdout)
+    expect(runAlone(["help"]).stdout).toBe(help.stdout)
   })
 
   it("a command's --help is that command's", () => {
-    const help = petstore(["keys", "create", "--help"])
+    const help = runAlone(["keys", "create", "--help"])
     expect(help.status).toBe(0)
     expect(help.stdout).toMatch(/^Usage: petstore keys create --name NAME/)
     expect(help.stdout).toContain("--database URL")
-    expect(petstore(["serve", "--help"]).stdout).toMatch(/--port PORT\s+the port to listen on, 1 to 65535/)
+    expect(runAlone(["serve", "--help"]).stdout).toMatch(/--port PORT\s+the port to listen on, 1 to 65535/)
   })
 
   it("dist/ holds the executable alone: its source map is embedded in it", () => {
@@ -62,7 +44,7 @@ describe("help and version", () => {
   })
 
   it("--version prints the version alone", () => {
-    const version = petstore(["--version"])
+    const version = runAlone(["--version"])
     expect(version.status).toBe(0)
     expect(version.stdout).toBe("1.0.0\n")
   })
@@ -83,7 +65,7 @@ describe("usage errors: exit 2, the command named, its help pointed to", () => {
   ]
   for (const [args, message] of cases) {
     it(`petstore ${args.join(" ")}`, () => {
-      const result = petstore(args)
+      const result = runAlone(args)
       expect(result.status).toBe(2)
       expect(result.stdout).toBe("")
       const command = message.slice(0, message.indexOf(":"))
@@ -107,7 +89,7 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
   ]
   for (const [env, message] of cases) {
     it(Object.entries(env).map(([name, value]) => `${name}=${value}`).join(" "), () => {
-      const result = petstore([], { HOST: "127.0.0.1", ...env })
+      const result = runAlone([], { HOST: "127.0.0.1", ...env })
       expect(result.status).toBe(1)
       expect(result.stdout).toBe("")
       expect(result.stderr).toBe(`${message}\n`)
@@ -115,7 +97,7 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
   }
 
   it("a command reads only the settings it uses: PORT=99999 petstore keys list lists the keys", () => {
-    const result = petstore(["keys", "list", "--database", join(scratchDirectory(), "pets.db")], { PORT: "99999" })
+    const result = runAlone(["keys", "list", "--database", join(scratchDirectory(), "pets.db")], { PORT: "99999" })
     expect(result.status).toBe(0)
     expect(result.stderr).toBe("")
     expect(result.stdout).toMatch(/^ID\s+NAME\s+CREATED/)
@@ -132,7 +114,7 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
   })
 
   it("PostgreSQL that never answers: retry warnings, then the final message, and nothing after it", () => {
-    const result = petstore([], { DATABASE_URL: "postgres://u:secret@127.0.0.1:1/db", DB_STARTUP_TIMEOUT: "2s" })
+    const result = runAlone([], { DATABASE_URL: "postgres://u:secret@127.0.0.1:1/db", DB_STARTUP_TIMEOUT: "2s" })
     expect(result.status).toBe(1)
     const lines = (result.stdout + result.stderr).trim().split("\n")
     expect(lines.at(-1)).toMatch(
@@ -144,7 +126,7 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
 })
 
 describe("a SQLite database that cannot be opened: one line, exit 1", () => {
-  const expectExplained = (result: ReturnType<typeof petstore>, ...parts: ReadonlyArray<string | RegExp>) => {
+  const expectExplained = (result: ReturnType<typeof runAlone>, ...parts: ReadonlyArray<string | RegExp>) => {
     expect(result.status).toBe(1)
     expect(result.stdout).toBe("")
     expect(result.stderr).not.toMatch(STACK_LINE)
@@ -156,7 +138,7 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
   for (const command of [[], ["keys", "list"]]) {
     it(`petstore ${command.join(" ")}: a directory that does not exist`, () => {
       expectExplained(
-        petstore(command, { DATABASE_URL: "/nonexistent/dir/pets.db", HOST: "127.0.0.1" }),
+        runAlone(command, { DATABASE_URL: "/nonexistent/dir/pets.db", HOST: "127.0.0.1" }),
         "/nonexistent/dir/pets.db",
         "the directory /nonexistent/dir does not exist. Create it"
       )
@@ -166,7 +148,7 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
   it("a directory", () => {
     const directory = scratchDirectory()
     expectExplained(
-      petstore(["keys", "list"], { DATABASE_URL: directory }),
+      runAlone(["keys", "list"], { DATABASE_URL: directory }),
       `${directory}, which cannot`,
       "it is a directory"
     )
@@ -190,7 +172,7 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
     writeFileSync(file, "")
     chmodSync(file, 0o444)
     expectExplained(
-      petstore(["keys", "list"], { DATABASE_URL: file }, { ...unprivileged, cwd: directory }),
+      runAlone(["keys", "list"], { DATABASE_URL: file }, { ...unprivileged, cwd: directory }),
       user,
       "cannot write it",
       "mode 0444"
@@ -204,7 +186,7 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
     chmodSync(volume, 0o755)
     if (!isRoot) chmodSync(volume, 0o555)
     expectExplained(
-      petstore(["serve"], { DATABASE_URL: join(volume, "pets.db"), HOST: "127.0.0.1" }, {
+      runAlone(["serve"], { DATABASE_URL: join(volume, "pets.db"), HOST: "127.0.0.1" }, {
         ...unprivileged,
         cwd: directory
       }),
@@ -223,7 +205,7 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
     expect(response.status).toBe(200)
     expect(readdirSync(directory).filter((name) => !name.startsWith("pets.db"))).toEqual([])
     await server.kill("SIGTERM")
-    const refused = petstore(["keys", "list"], { DATABASE_URL: `file:${file}?cache=shared` })
+    const refused = runAlone(["keys", "list"], { DATABASE_URL: `file:${file}?cache=shared` })
     expect(refused.status).toBe(1)
     expect(refused.stderr).toContain("the parameter 'cache' is not supported")
   })
@@ -232,7 +214,7 @@ describe("a SQLite database that cannot be opened: one line, exit 1", () => {
 describe("the keys commands: the result on stdout, the rest on stderr", () => {
   it("keys create prints only the key on stdout; its logs go to stderr in the configured format", () => {
     const database = join(scratchDirectory(), "pets.db")
-    const created = petstore(["keys", "create", "--name", "ci"], {
+    const created = runAlone(["keys", "create", "--name", "ci"], {
       DATABASE_URL: database,
       LOG_LEVEL: "debug",
       LOG_FORMAT: "json"
@@ -262,13 +244,13 @@ describe("the keys commands: the result on stdout, the rest on stderr", () => {
   it("revoking a revoked key says when it was revoked, not that it was revoked again", () => {
     const database = join(scratchDirectory(), "pets.db")
     const { id } = createKey(database)
-    const first = petstore(["keys", "revoke", id], { DATABASE_URL: database })
+    const first = runAlone(["keys", "revoke", id], { DATABASE_URL: database })
     expect(first.status).toBe(0)
     expect(first.stdout).toBe(`Revoked API key ${id} (system).\n`)
-    const again = petstore(["keys", "revoke", id], { DATABASE_URL: database })
+    const again = runAlone(["keys", "revoke", id], { DATABASE_URL: database })
     expect(again.status).toBe(0)
     expect(again.stdout).toMatch(new RegExp(`^API key ${id} was already revoked at \\d{4}-\\d\\d-\\d\\dT`))
-    const unknown = petstore(["keys", "revoke", "0123456789ab"], { DATABASE_URL: database })
+    const unknown = runAlone(["keys", "revoke", "0123456789ab"], { DATABASE_URL: database })
     expect(unknown.status).toBe(1)
     expect(unknown.stderr).toBe("petstore: No API key has the id 0123456789ab; 'petstore keys list' shows the ids.\n")
   })
@@ -278,7 +260,7 @@ describe("healthcheck", () => {
   it("asks the server at HOST and PORT (loopback for 0.0.0.0)", async () => {
     const server = await startPetstore({ database: join(scratchDirectory(), "pets.db") })
     for (const host of ["127.0.0.1", "0.0.0.0"]) {
-      const check = petstore(["healthcheck"], { HOST: host, PORT: String(server.port) })
+      const check = runAlone(["healthcheck"], { HOST: host, PORT: String(server.port) })
       expect(check.status).toBe(0)
       expect(check.stdout).toBe("ok\n")
     }
@@ -286,7 +268,7 @@ describe("healthcheck", () => {
   })
 
   it("without a server, names the address and says what to check", () => {
-    const result = petstore(["healthcheck"], { HOST: "127.0.0.1", PORT: "1" })
+    const result = runAlone(["healthcheck"], { HOST: "127.0.0.1", PORT: "1" })
     expect(result.status).toBe(1)
     expect(result.stderr).toMatch(
       /^petstore: no server answers at http:\/\/127\.0\.0\.1:1\/healthz \(connection refused\)\./

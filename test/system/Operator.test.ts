@@ -8,10 +8,10 @@ import { chmodSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import {
-  BINARY,
   createKey,
   freePort,
   run,
+  runAlone,
   scratchDirectory,
   spawnPetstore,
   startPetstore,
@@ -19,24 +19,6 @@ import {
 } from "./support/petstore.js"
 
 afterAll(stopAll)
-
-/** Runs the executable to its end with only the environment given (and PATH), from `cwd`, as the user `as`. */
-const petstore = (
-  args: ReadonlyArray<string>,
-  env: Record<string, string>,
-  options: { readonly cwd?: string; readonly as?: number } = {}
-) => {
-  const command = options.as === undefined
-    ? [BINARY, ...args]
-    : ["setpriv", `--reuid=${options.as}`, `--regid=${options.as}`, "--clear-groups", BINARY, ...args]
-  const result = spawnSync(command[0], command.slice(1), {
-    cwd: options.cwd ?? scratchDirectory(),
-    env: { PATH: process.env.PATH ?? "", LOG_FORMAT: "json", ...env },
-    encoding: "utf8",
-    timeout: 30_000
-  })
-  return { status: result.status, stdout: result.stdout, stderr: result.stderr }
-}
 
 describe("the executable reads its configuration from the environment alone", () => {
   it("a .env and a bunfig.toml in the working directory change nothing", () => {
@@ -46,7 +28,7 @@ describe("the executable reads its configuration from the environment alone", ()
     writeFileSync(join(directory, ".env"), "LOG_LEVEL=loud\nDATABASE_URL=/nonexistent/dir/pets.db\nPORT=1\n")
     writeFileSync(join(directory, "preload.ts"), "process.stderr.write('PRELOADED\\n')\n")
     writeFileSync(join(directory, "bunfig.toml"), "preload = [\"./preload.ts\"]\n")
-    const list = petstore(["keys", "list"], {}, { cwd: directory })
+    const list = runAlone(["keys", "list"], {}, { cwd: directory })
     expect(list.stderr).toBe("")
     expect(list.status).toBe(0)
     expect(list.stdout).toMatch(/^ID\s+NAME\s+CREATED/)
@@ -137,7 +119,7 @@ describe.skipIf(isRoot && !hasSetpriv)("a user who may read the database but not
         [["backup", join(writable(), "copy.db")], `petstore: cannot read the database ${database}: `]
       ] as const
     ) {
-      const result = petstore(args, { DATABASE_URL: database }, { ...reader, cwd: directory })
+      const result = runAlone(args, { DATABASE_URL: database }, { ...reader, cwd: directory })
       expect(result.status).toBe(1)
       expect(result.stdout).toBe("")
       expect(result.stderr.trimEnd().split("\n")).toHaveLength(1)
@@ -155,12 +137,12 @@ describe.skipIf(isRoot && !hasSetpriv)("a user who may read the database but not
     if (!isRoot) chmodSync(directory, 0o755)
     const server = await startPetstore({ database })
     if (!isRoot) chmodSync(directory, 0o555)
-    const list = petstore(["keys", "list"], { DATABASE_URL: database }, { ...reader, cwd: directory })
+    const list = runAlone(["keys", "list"], { DATABASE_URL: database }, { ...reader, cwd: directory })
     expect(list.stderr).toBe("")
     expect(list.status).toBe(0)
     expect(list.stdout).toContain(id)
     const copy = join(writable(), "copy.db")
-    const backup = petstore(["backup", copy], { DATABASE_URL: database }, { ...reader, cwd: directory })
+    const backup = runAlone(["backup", copy], { DATABASE_URL: database }, { ...reader, cwd: directory })
     expect(backup.status).toBe(0)
     expect(backup.stdout.trim()).toBe(copy)
     if (!isRoot) chmodSync(directory, 0o755)

@@ -14,21 +14,13 @@ import type { Pet } from "../../src/Domain/Pet.js"
 import { createPet, STATUSES, walk } from "./support/api.js"
 import { createKey, freePort, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
 import { Connection } from "./support/raw.js"
+import { seedPets } from "./support/sqlite.js"
 
 afterAll(stopAll)
 
 const SEEDED = 50_000
 const CREATORS = 4
 const KEEP = 3
-
-const seed = (file: string) => {
-  const db = new Database(file)
-  db.run(
-    `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${SEEDED})
-     INSERT INTO pets (name, category_id, status) SELECT 'seeded ' || i, 1 + i % 50, 'available' FROM n`
-  )
-  db.close()
-}
 
 const metric = (text: string, name: string) => {
   const line = text.split("\n").find((line) => line.startsWith(`${name} `))
@@ -41,7 +33,7 @@ describe("scheduled backups of a serving database", { timeout: 120_000 }, () => 
     const database = join(directory, "petstore.db")
     const backups = join(directory, "backups")
     const { key } = createKey(database)
-    seed(database)
+    seedPets(database, SEEDED)
     const metricsPort = await freePort()
     const server = await startPetstore({
       database,

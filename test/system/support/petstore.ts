@@ -52,6 +52,27 @@ export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {
   return result
 }
 
+/**
+ * Runs the executable to its end with only the environment given (and PATH), from `cwd` (a fresh scratch directory
+ * unless given), as the user `as` when given (through `setpriv`). The exit code is returned, not checked.
+ */
+export const runAlone = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {},
+  options: { readonly cwd?: string; readonly as?: number } = {}
+) => {
+  const command = options.as === undefined
+    ? [BINARY, ...args]
+    : ["setpriv", `--reuid=${options.as}`, `--regid=${options.as}`, "--clear-groups", BINARY, ...args]
+  const result = spawnSync(command[0], command.slice(1), {
+    cwd: options.cwd ?? scratchDirectory(),
+    env: { PATH: process.env.PATH ?? "", LOG_FORMAT: "json", ...env },
+    encoding: "utf8",
+    timeout: 30_000
+  })
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+
 /** `petstore keys create`: the key, alone on the last line of stdout, and its id. */
 export const createKey = (database: string, name = "system") => {
   const lines = run(["keys", "create", "--name", name, "--database", database]).stdout.split("\n").filter((line) =>
