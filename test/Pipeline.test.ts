@@ -218,7 +218,15 @@ describe("pipeline, logs", () => {
         : Effect.die(new Error("boom"))
     return Layer.succeed(
       PetsRepo,
-      PetsRepo.make({ create: fail, createOnce: fail, releaseExpired: fail, findById: fail, list: fail })
+      PetsRepo.make({
+        create: fail,
+        createOnce: fail,
+        releaseExpired: fail,
+        findById: fail,
+        list: fail,
+        feedEnd: fail(),
+        follow: fail
+      })
     )
   }
 
@@ -378,7 +386,15 @@ describe("the answers the pipeline gives itself", () => {
       const { app, direct, key } = yield* both(
         Layer.succeed(
           PetsRepo,
-          PetsRepo.make({ create: boom, createOnce: boom, releaseExpired: boom, findById: boom, list: boom })
+          PetsRepo.make({
+            create: boom,
+            createOnce: boom,
+            releaseExpired: boom,
+            findById: boom,
+            list: boom,
+            feedEnd: boom(),
+            follow: boom
+          })
         ),
         database
       )

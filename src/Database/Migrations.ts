@@ -86,7 +86,32 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     SqlClient.SqlClient,
     (sql) =>
       sql.onDialectOrElse({ sqlite: () => sql`DROP INDEX pets_idempotency_expires_at`, orElse: () => Effect.void })
-  )
+  ),
+  /**
+   * The change feed (`PetsRepo`'s feed reads). `feed_meta` holds the database's feed id, made once at random, so that
+   * a position taken from another database (the catalogue restored or replaced) is told apart. SQLite's one writer
+   * hands out ids in commit order, so a pet's id is its position. On PostgreSQL a pet's position is taken inside its
+   * writing transaction from `feed_counter`, whose row lock makes each create wait for the one before it to commit:
+   * positions are in commit order, and none commits below a position already read. Existing pets take their ids.
+   */
+  "0007_change_feed": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const id = yield* Effect.sync(() => Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex"))
+    yield* sql`CREATE TABLE feed_meta (id TEXT NOT NULL)`
+    yield* sql`INSERT INTO feed_meta (id) VALUES (${id})`
+    yield* sql.onDialectOrElse({
+      pg: () =>
+        Effect.gen(function*() {
+          yield* sql`CREATE TABLE feed_counter (position BIGINT NOT NULL)`
+          yield* sql`INSERT INTO feed_counter (position) SELECT coalesce(max(id), 0) FROM pets`
+          yield* sql`ALTER TABLE pets ADD COLUMN position BIGINT`
+          yield* sql`UPDATE pets SET position = id`
+          yield* sql`ALTER TABLE pets ALTER COLUMN position SET NOT NULL`
+          yield* sql`CREATE UNIQUE INDEX pets_position ON pets (position)`
+        }),
+      orElse: () => Effect.void
+    })
+  })
 }
 
 const runMigrations = Migrator.make({})({ loader: Migrator.fromRecord(migrations) })

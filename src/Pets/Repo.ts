@@ -1,10 +1,11 @@
 /**
  * The catalogue's storage: standard SQL (`INSERT … RETURNING`, keyset pages on the primary key), the same statements
  * on both backends (`Statements.ts` runs them) but for pruning expired idempotency records: SQLite walks the ids,
- * PostgreSQL uses its index on the expiry (migration 0006).
+ * PostgreSQL uses its index on the expiry (migration 0006); and for the change feed's position (migration 0007): on
+ * SQLite a pet's id, on PostgreSQL its `position`, taken from `feed_counter` in the create's own statement.
  */
 import type { SqlError } from "@effect/sql"
-import { Effect, Option, Ref } from "effect"
+import { Clock, Duration, Effect, Option, Queue, Ref, Stream, SubscriptionRef } from "effect"
 import type { PruneStep } from "../Database/Pruning.js"
 import { statement, Statements } from "../Database/Statements.js"
 import type { NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
@@ -21,6 +22,21 @@ export interface Page {
   readonly pets: ReadonlyArray<Pet>
   /** Whether more pets follow the last one of this page. */
   readonly more: boolean
+  /** The end of the change feed in the snapshot the page was read in. */
+  readonly feed: FeedEnd
+}
+
+/** Where the change feed ends: the database's feed id and the last committed position (0: no pet yet). */
+export interface FeedEnd {
+  readonly database: string
+  readonly end: number
+}
+
+/** Pets created after a position, in commit order. */
+export interface FeedPage {
+  readonly changes: ReadonlyArray<{ readonly position: number; readonly pet: Pet }>
+  /** Past every pet read, matching the filter or not. */
+  readonly next: number
 }
 
 /** A create sent with an `Idempotency-Key`. */
@@ -42,24 +58,78 @@ export type CreateOnceResult =
   | { readonly _tag: "InUse" }
 
 const COLUMNS = `id, name, category_id AS "categoryId", status`
-const INSERT = statement<Pet, [name: string, categoryId: number, status: PetStatus]>(
+type InsertParams = [name: string, categoryId: number, status: PetStatus]
+type InsertOnceParams = [...InsertParams, key: string, scope: string, expiresAt: number]
+const CONFLICT = `ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING`
+const RECORD_COLUMNS = `idempotency_key, idempotency_scope, idempotency_expires_at`
+const INSERT = statement<Pet, InsertParams>(
   `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
 )
-const FIND_ONE = statement<Pet, [PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
-const PAGE = statement<Pet, [after: number, limit: number]>(
-  `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`
-)
-const PAGE_BY_STATUS = statement<Pet, [status: PetStatus, after: number, limit: number]>(
-  `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
-)
 /** A pet and its record; nothing when a record (live or expired) already holds the key. */
-const INSERT_ONCE = statement<
-  Pet,
-  [name: string, categoryId: number, status: PetStatus, key: string, scope: string, expiresAt: number]
->(`INSERT INTO pets (name, category_id, status, idempotency_key, idempotency_scope, idempotency_expires_at)
-  VALUES (?, ?, ?, ?, ?, ?)
-  ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
-  RETURNING ${COLUMNS}`)
+const INSERT_ONCE = statement<Pet, InsertOnceParams>(
+  `INSERT INTO pets (name, category_id, status, ${RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ${CONFLICT}
+  RETURNING ${COLUMNS}`
+)
+/**
+ * PostgreSQL: the same, with the next position from `feed_counter`, in the same statement (its transaction). The
+ * counter's row stays locked until the commit, so creates commit in the order of their positions.
+ */
+const NEXT_POSITION = `WITH feed AS (UPDATE feed_counter SET position = position + 1 RETURNING position)`
+const asInsert = <Row, Params extends ReadonlyArray<unknown>>(text: string) => ({
+  ...statement<Row, Params>(text, "pets"),
+  operation: "INSERT"
+})
+const INSERT_AT_POSITION = asInsert<Pet, InsertParams>(
+  `${NEXT_POSITION} INSERT INTO pets (name, category_id, status, position)
+  VALUES (?, ?, ?, (SELECT position FROM feed)) RETURNING ${COLUMNS}`
+)
+const INSERT_ONCE_AT_POSITION = asInsert<Pet, InsertOnceParams>(
+  `${NEXT_POSITION} INSERT INTO pets (name, category_id, status, ${RECORD_COLUMNS}, position)
+  VALUES (?, ?, ?, ?, ?, ?, (SELECT position FROM feed)) ${CONFLICT} RETURNING ${COLUMNS}`
+)
+
+interface FeedRow {
+  readonly feedDatabase: string
+  readonly feedEnd: number
+}
+/** A page's row with the feed's end; on an empty page, one row whose pet columns are null. */
+type WithFeed<Row> = FeedRow & { readonly [K in keyof Row]: Row[K] | null }
+const feedEndOf = (row: FeedRow): FeedEnd => ({ database: row.feedDatabase, end: Number(row.feedEnd) })
+
+/** How many pets a feed read scans at a time, and at most per read (a status filter may pass over many). */
+const SCAN_BATCH = 100
+const SCAN_MAX = 1_000
+/** How often a process that has long polls waiting looks for pets other processes (replicas) created. */
+const CHECK_EVERY = Duration.millis(200)
+
+/**
+ * The statements that name the feed's position: `id` on SQLite, `position` on PostgreSQL. A page is read with the
+ * feed's end in one statement, so that both come from one snapshot: the page's row (a single one, its pet columns
+ * null, when the page is empty) carry it.
+ */
+const feedStatements = (position: "id" | "position") => {
+  const end = `SELECT (SELECT id FROM feed_meta) AS "feedDatabase",
+    (SELECT coalesce(max(${position}), 0) FROM pets) AS "feedEnd"`
+  const withEnd = <Params extends ReadonlyArray<unknown>>(page: string) =>
+    statement<WithFeed<Pet>, Params>(
+      `SELECT f."feedDatabase", f."feedEnd", p.* FROM (${end}) AS f LEFT JOIN (${page}) AS p ON true ORDER BY p.id`,
+      "pets"
+    )
+  return {
+    END: statement<FeedRow, []>(`SELECT * FROM (${end}) AS f`, "pets"),
+    FIND_ONE: withEnd<[PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`),
+    PAGE: withEnd<[after: number, limit: number]>(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`),
+    PAGE_BY_STATUS: withEnd<[status: PetStatus, after: number, limit: number]>(
+      `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
+    ),
+    CHANGES: statement<Pet & { readonly position: number }, [after: number, limit: number]>(
+      `SELECT ${position} AS "position", ${COLUMNS} FROM pets WHERE ${position} > ? ORDER BY ${position} LIMIT ?`
+    )
+  }
+}
+const ON_SQLITE = feedStatements("id")
+const ON_POSTGRESQL = feedStatements("position")
+const FIND_ONE = statement<Pet, [PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
 /** The pet whose record holds a key. */
 const SELECT_HOLDER = statement<Pet & { readonly expiresAt: number }, [key: string, scope: string]>(
   `SELECT ${COLUMNS}, idempotency_expires_at AS "expiresAt" FROM pets WHERE idempotency_key = ? AND idempotency_scope = ?`
@@ -86,12 +156,34 @@ const inUse: CreateOnceResult = { _tag: "InUse" }
 
 export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
   dependencies: [Statements.Default],
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const { query, system, transaction } = yield* Statements
+    const onPostgres = system === "postgresql"
+    const feed = onPostgres ? ON_POSTGRESQL : ON_SQLITE
+    const insert = onPostgres ? INSERT_AT_POSITION : INSERT
+    const insertOnce = onPostgres ? INSERT_ONCE_AT_POSITION : INSERT_ONCE
+
+    /**
+     * The change feed's end as this process last read it, which long polls wait on. While any waits, it is read again
+     * when this process creates a pet and every CHECK_EVERY (for the other replicas' pets): one read per wake-up,
+     * shared by every waiting long poll. With none waiting, creates do not read it.
+     */
+    const known = yield* SubscriptionRef.make(0)
+    const waiting = yield* Ref.make(0)
+    const created = yield* Queue.sliding<void>(1)
+    const readEnd = query(feed.END, [], (rows) => feedEndOf(rows[0]))
+    const learn = (end: FeedEnd) => SubscriptionRef.update(known, (last) => Math.max(last, end.end))
+    const hasWaiting = Effect.map(Ref.get(waiting), (n) => n > 0)
+    yield* Effect.race(Queue.take(created), Effect.sleep(CHECK_EVERY)).pipe(
+      Effect.zipRight(Effect.whenEffect(Effect.ignore(Effect.flatMap(readEnd, learn)), hasWaiting)),
+      Effect.forever,
+      Effect.forkScoped
+    )
+    const announce = Effect.whenEffect(Queue.offer(created, undefined), hasWaiting)
 
     /** Adds a pet; the returned row is durably committed before this succeeds. */
     const create = (pet: NewPet): Effect.Effect<Pet, SqlError.SqlError> =>
-      query(INSERT, [pet.name, pet.categoryId, pet.status], (rows) => rows[0])
+      Effect.tap(query(insert, [pet.name, pet.categoryId, pet.status], (rows) => rows[0]), () => announce)
 
     /**
      * A create sent with an idempotency key: the pet is inserted with its key, scope and expiry in its own row (its
@@ -101,12 +193,14 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
      * key is still taken then: another transaction took it meanwhile).
      */
     const createOnce = (request: CreateOnceRequest): Effect.Effect<CreateOnceResult, SqlError.SqlError> =>
+      Effect.tap(createOnceIn(request), (result) => result._tag === "Created" ? announce : Effect.void)
+    const createOnceIn = (request: CreateOnceRequest) =>
       transaction((tx) =>
         Effect.gen(function*() {
           if (!(yield* tx.tryLock(`${request.scope} ${request.key}`))) return inUse
           const { categoryId, name, status } = request.pet
           const values = [name, categoryId, status, request.key, request.scope, request.expiresAt] as const
-          const [pet] = yield* tx.query(INSERT_ONCE, values)
+          const [pet] = yield* tx.query(insertOnce, values)
           if (pet !== undefined) return { _tag: "Created", pet } as const
           const [holder] = yield* tx.query(SELECT_HOLDER, [request.key, request.scope])
           if (holder !== undefined) {
@@ -114,7 +208,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
             if (expiresAt > request.now) return { _tag: "Recorded", pet: recorded } as const
             yield* tx.query(RELEASE_HOLDER, [recorded.id])
           }
-          const [again] = yield* tx.query(INSERT_ONCE, values)
+          const [again] = yield* tx.query(insertOnce, values)
           return again === undefined ? inUse : { _tag: "Created", pet: again } as const
         })
       )
@@ -157,26 +251,99 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
       query(FIND_ONE, [id], firstRow)
 
     /**
-     * One keyset page in id order; one extra row is read to tell whether another page follows. With an id, the pet
-     * that has it if it passes the other filters too: a page of at most one (a limit is at least 1), the last.
+     * One keyset page in id order, and the feed's end in the same snapshot; one extra row is read to tell whether
+     * another page follows. With an id, the pet that has it if it passes the other filters too: a page of at most one
+     * (a limit is at least 1), the last.
      */
     const list = ({ after = 0 as PetId, id, limit, status }: ListOptions): Effect.Effect<Page, SqlError.SqlError> => {
-      const page = (pets: Array<Pet>): Page => {
-        const more = pets.length > limit
+      const page = (rows: Array<WithFeed<Pet>>): Page => {
+        const pets: Array<Pet> = []
+        for (const { feedDatabase: _, feedEnd: __, ...pet } of rows) {
+          if (pet.id !== null && pet.id > after && (status === undefined || pet.status === status)) {
+            pets.push(pet as Pet)
+          }
+        }
+        const more = id === undefined && pets.length > limit
         if (more) pets.length = limit
-        return { pets, more }
+        return { pets, more, feed: feedEndOf(rows[0]) }
       }
-      if (id !== undefined) {
-        return query(FIND_ONE, [id], (pets) => ({
-          pets: pets.filter((pet) => pet.id > after && (status === undefined || pet.status === status)),
-          more: false
-        }))
-      }
-      return status === undefined
-        ? query(PAGE, [after, limit + 1], page)
-        : query(PAGE_BY_STATUS, [status, after, limit + 1], page)
+      return id !== undefined
+        ? query(feed.FIND_ONE, [id], page)
+        : status === undefined
+        ? query(feed.PAGE, [after, limit + 1], page)
+        : query(feed.PAGE_BY_STATUS, [status, after, limit + 1], page)
     }
 
-    return { create, createOnce, releaseExpired, findById, list }
+    /** Where the feed ends now (and this process learns it). */
+    const feedEnd: Effect.Effect<FeedEnd, SqlError.SqlError> = Effect.tap(readEnd, learn)
+
+    /**
+     * The pets created after `after`, in commit order: up to `limit` with the status, scanning at most SCAN_MAX pets;
+     * `next` is past the last pet returned, or past every pet scanned when fewer matched.
+     */
+    const changesAfter = (
+      after: number,
+      limit: number,
+      status: PetStatus | undefined
+    ): Effect.Effect<FeedPage, SqlError.SqlError> =>
+      Effect.gen(function*() {
+        const changes: Array<FeedPage["changes"][number]> = []
+        let next = after
+        for (let scanned = 0; scanned < SCAN_MAX;) {
+          const rows = yield* query(feed.CHANGES, [next, SCAN_BATCH])
+          for (const { position, ...pet } of rows) {
+            next = Number(position)
+            if (status === undefined || pet.status === status) {
+              changes.push({ position: next, pet })
+              if (changes.length === limit) return { changes, next }
+            }
+          }
+          scanned += rows.length
+          if (rows.length < SCAN_BATCH) break
+        }
+        return { changes, next }
+      })
+
+    /**
+     * Waits until this process knows of a position past `after`, at most `millis`: true when it does. While it waits,
+     * the feed's end is read on every create of this process and every CHECK_EVERY.
+     */
+    const awaitPast = (after: number, millis: number): Effect.Effect<boolean> =>
+      Effect.acquireUseRelease(
+        Ref.update(waiting, (n) => n + 1),
+        () =>
+          known.changes.pipe(
+            Stream.filter((end) => end > after),
+            Stream.runHead,
+            Effect.timeoutTo({ duration: Duration.millis(Math.max(0, millis)), onSuccess: Option.isSome, onTimeout: () => false })
+          ),
+        () => Ref.update(waiting, (n) => n - 1)
+      )
+
+    /**
+     * A long poll: the pets after `after` (a position at most the feed's end), as soon as one matches, or none once
+     * `millis` have passed; `next` advances past the pets that did not match meanwhile.
+     */
+    const follow = (
+      after: number,
+      options: { readonly limit: number; readonly status: PetStatus | undefined; readonly millis: number }
+    ): Effect.Effect<FeedPage, SqlError.SqlError> =>
+      Effect.gen(function*() {
+        const deadline = (yield* Clock.currentTimeMillis) + options.millis
+        let next = after
+        while (true) {
+          if ((yield* SubscriptionRef.get(known)) > next) {
+            const page = yield* changesAfter(next, options.limit, options.status)
+            if (page.changes.length > 0) return page
+            next = page.next
+          }
+          const left = deadline - (yield* Clock.currentTimeMillis)
+          // Nothing matched in time: `next` is past what was passed over meanwhile.
+          if (left <= 0) return { changes: [], next }
+          // Woken or not, the feed is looked at once more before answering.
+          yield* awaitPast(next, left)
+        }      })
+
+    return { create, createOnce, releaseExpired, findById, list, feedEnd, follow }
   })
 }) {}
