@@ -66,8 +66,29 @@ export const Changes = Schema.Struct({
   identifier: "Changes",
   description: "A page of the change feed, in commit order; empty when nothing came within `wait` seconds.",
   examples: [{
-    changes: [{ position: POSITION_EXAMPLE, pet: { id: PetId.make(42), name: "Rex", categoryId: 1, status: "available" } }],
+    changes: [{
+      position: POSITION_EXAMPLE,
+      pet: { id: PetId.make(42), name: "Rex", categoryId: 1, status: "available" }
+    }],
     next: POSITION_EXAMPLE
   }]
 })
 export type Changes = typeof Changes.Type
+
+/** A position on the wire: the database's feed id, a dot, the position. */
+export const formatPosition = (database: string, position: number): string => `${database}.${position}`
+
+const POSITION = /^([0-9a-f]{16})\.(0|[1-9][0-9]{0,15})$/
+
+/**
+ * Where `after` resumes, given the feed's database id and end: `start` is 0, `now` the end; a position of this
+ * database at most the end is itself. Anything else (malformed, another database's, ahead of the end): undefined.
+ */
+export const resumeFrom = (after: string, feed: { readonly database: string; readonly end: number }) => {
+  if (after === "now") return feed.end
+  if (after === "start") return 0
+  const parsed = POSITION.exec(after)
+  if (parsed === null || parsed[1] !== feed.database) return undefined
+  const position = Number(parsed[2])
+  return Number.isSafeInteger(position) && position <= feed.end ? position : undefined
+}

@@ -315,7 +315,11 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
           known.changes.pipe(
             Stream.filter((end) => end > after),
             Stream.runHead,
-            Effect.timeoutTo({ duration: Duration.millis(Math.max(0, millis)), onSuccess: Option.isSome, onTimeout: () => false })
+            Effect.timeoutTo({
+              duration: Duration.millis(Math.max(0, millis)),
+              onSuccess: Option.isSome,
+              onTimeout: () => false
+            })
           ),
         () => Ref.update(waiting, (n) => n - 1)
       )
@@ -342,7 +346,8 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
           if (left <= 0) return { changes: [], next }
           // Woken or not, the feed is looked at once more before answering.
           yield* awaitPast(next, left)
-        }      })
+        }
+      })
 
     return { create, createOnce, releaseExpired, findById, list, feedEnd, follow }
   })
