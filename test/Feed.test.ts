@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, type Scope, TestClock } from "effect"
+import { Context, Deferred, Effect, Fiber, Option, type Scope, TestClock } from "effect"
 import * as Sql from "../src/Database/Sql.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { type Backend, describeBackends, describePostgres, SQLite } from "./support/backends.js"
@@ -61,9 +61,12 @@ suites((_, makeApp) => {
         for (const name of ["a", "b", "c"]) yield* create(app, name)
         const position = yield* feedPosition(app, "?limit=1")
         expect(position).toMatch(/^[0-9a-f]{16}\.[1-9][0-9]*$/)
-        const later = [yield* create(app, "d"), yield* create(app, "e")]
+        // One of them sent with an Idempotency-Key, and sent again: its replay adds no pet, and no change.
+        const keyed = createRequest(app.key, { name: "e", categoryId: 1 }, "once")
+        const later = [yield* create(app, "d"), yield* Effect.flatMap(app.fetch("/v1/pets", keyed), json)]
+        expect((yield* app.fetch("/v1/pets", keyed)).headers.get("idempotent-replayed")).toBe("true")
         const page = yield* changes(app, `after=${position}&wait=1`)
-        expect(page.changes.map((change) => change.pet)).toEqual(later.map((pet) => ({ ...pet })))
+        expect(page.changes.map((change) => change.pet)).toEqual(later)
         expect(page.next).toBe(page.changes[1].position)
         // Resumed from `next`: nothing new, so empty once `wait` has passed, still at the same position.
         const resumed = yield* Effect.fork(changes(app, `after=${page.next}&wait=1`))
@@ -147,6 +150,27 @@ suites((_, makeApp) => {
         expect((yield* app.fetch("/v1/pets/changes?after=abc")).status).toBe(401)
       }))
   })
+})
+
+describe("the long poll's wait", () => {
+  it.scoped("is cut to REQUEST_TIMEOUT less 2 seconds, so that the request's deadline never cuts it", () =>
+    Effect.gen(function*() {
+      // By default (15 seconds) a poll waits at most 13 seconds, whatever it asks.
+      const app = yield* appOnDatabase(Sql.SqlTest)
+      const cut = yield* Effect.fork(changes(app, "wait=25"))
+      yield* settle
+      yield* TestClock.adjust("13 seconds")
+      expect((yield* Fiber.join(cut)).changes).toEqual([])
+      // With a longer REQUEST_TIMEOUT, the wait asked for.
+      const patient = yield* appOnDatabase(Sql.SqlTest, { REQUEST_TIMEOUT: "30 seconds" })
+      const whole = yield* Effect.fork(changes(patient, "wait=25"))
+      yield* settle
+      yield* TestClock.adjust("13 seconds")
+      yield* settle
+      expect(Option.isNone(yield* Fiber.poll(whole))).toBe(true)
+      yield* TestClock.adjust("12 seconds")
+      expect((yield* Fiber.join(whole)).changes).toEqual([])
+    }))
 })
 
 /** Follows the feed from `start` until it has seen `total` pets; the changes in the order it got them. */

@@ -169,13 +169,15 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
      * shared by every waiting long poll. With none waiting, creates do not read it.
      */
     const known = yield* SubscriptionRef.make(0)
-    const waiting = yield* Ref.make(0)
+    const waiting = yield* SubscriptionRef.make(0)
     const created = yield* Queue.sliding<void>(1)
     const readEnd = query(feed.END, [], (rows) => feedEndOf(rows[0]))
     const learn = (end: FeedEnd) => SubscriptionRef.update(known, (last) => Math.max(last, end.end))
-    const hasWaiting = Effect.map(Ref.get(waiting), (n) => n > 0)
-    yield* Effect.race(Queue.take(created), Effect.sleep(CHECK_EVERY)).pipe(
-      Effect.zipRight(Effect.whenEffect(Effect.ignore(Effect.flatMap(readEnd, learn)), hasWaiting)),
+    const hasWaiting = Effect.map(SubscriptionRef.get(waiting), (n) => n > 0)
+    // Idle (nobody waiting) it waits for a long poll, not on a timer.
+    yield* waiting.changes.pipe(Stream.filter((n) => n > 0), Stream.runHead).pipe(
+      Effect.zipRight(Effect.race(Queue.take(created), Effect.sleep(CHECK_EVERY))),
+      Effect.zipRight(Effect.ignore(Effect.flatMap(readEnd, learn))),
       Effect.forever,
       Effect.forkScoped
     )
@@ -310,7 +312,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
      */
     const awaitPast = (after: number, millis: number): Effect.Effect<boolean> =>
       Effect.acquireUseRelease(
-        Ref.update(waiting, (n) => n + 1),
+        SubscriptionRef.update(waiting, (n) => n + 1),
         () =>
           known.changes.pipe(
             Stream.filter((end) => end > after),
@@ -321,7 +323,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
               onTimeout: () => false
             })
           ),
-        () => Ref.update(waiting, (n) => n - 1)
+        () => SubscriptionRef.update(waiting, (n) => n - 1)
       )
 
     /**
