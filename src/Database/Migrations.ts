@@ -5,6 +5,9 @@
 import { Migrator, SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 
+/** A database's feed id: 16 hex digits at random, made once (and again by a restore: the catalogue is replaced). */
+export const newFeedId = (): string => Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")
+
 const bigint = (sql: SqlClient.SqlClient) => sql.onDialectOrElse({ pg: () => "BIGINT", orElse: () => "INTEGER" })
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
@@ -96,7 +99,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
    */
   "0007_change_feed": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const id = yield* Effect.sync(() => Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex"))
+    const id = yield* Effect.sync(newFeedId)
     yield* sql`CREATE TABLE feed_meta (id TEXT NOT NULL)`
     yield* sql`INSERT INTO feed_meta (id) VALUES (${id})`
     yield* sql.onDialectOrElse({
