@@ -93,9 +93,10 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   /**
    * The change feed (`PetsRepo`'s feed reads). `feed_meta` holds the database's feed id, made once at random, so that
    * a position taken from another database (the catalogue restored or replaced) is told apart. SQLite's one writer
-   * hands out ids in commit order, so a pet's id is its position. On PostgreSQL a pet's position is taken inside its
-   * writing transaction from `feed_counter`, whose row lock makes each create wait for the one before it to commit:
-   * positions are in commit order, and none commits below a position already read. Existing pets take their ids.
+   * hands out ids in commit order, so a pet's id is its position. On PostgreSQL a trigger gives each row inserted into
+   * `pets`, whoever inserts it, the next position from `feed_counter`, inside the inserting transaction: the counter's
+   * row stays locked until that transaction ends, so the next insert waits for it to commit. Positions are in commit
+   * order, and none commits below a position already read. Existing pets take their ids.
    */
   "0007_change_feed": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -111,6 +112,13 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
           yield* sql`UPDATE pets SET position = id`
           yield* sql`ALTER TABLE pets ALTER COLUMN position SET NOT NULL`
           yield* sql`CREATE UNIQUE INDEX pets_position ON pets (position)`
+          yield* sql.unsafe(`CREATE FUNCTION pets_take_position() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              UPDATE feed_counter SET position = position + 1 RETURNING position INTO NEW.position;
+              RETURN NEW;
+            END $$`)
+          yield* sql`CREATE TRIGGER pets_position BEFORE INSERT ON pets
+            FOR EACH ROW EXECUTE FUNCTION pets_take_position()`
         }),
       orElse: () => Effect.void
     })

@@ -2,7 +2,7 @@
  * The catalogue's storage: standard SQL (`INSERT … RETURNING`, keyset pages on the primary key), the same statements
  * on both backends (`Statements.ts` runs them) but for pruning expired idempotency records: SQLite walks the ids,
  * PostgreSQL uses its index on the expiry (migration 0006); and for the change feed's position (migration 0007): on
- * SQLite a pet's id, on PostgreSQL its `position`, taken from `feed_counter` in the create's own statement.
+ * SQLite a pet's id, on PostgreSQL its `position`, which a trigger takes from `feed_counter` as the pet is inserted.
  */
 import type { SqlError } from "@effect/sql"
 import { Clock, Duration, Effect, Option, Queue, Ref, Stream, SubscriptionRef } from "effect"
@@ -58,35 +58,17 @@ export type CreateOnceResult =
   | { readonly _tag: "InUse" }
 
 const COLUMNS = `id, name, category_id AS "categoryId", status`
-type InsertParams = [name: string, categoryId: number, status: PetStatus]
-type InsertOnceParams = [...InsertParams, key: string, scope: string, expiresAt: number]
-const CONFLICT = `ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING`
-const RECORD_COLUMNS = `idempotency_key, idempotency_scope, idempotency_expires_at`
-const INSERT = statement<Pet, InsertParams>(
+const INSERT = statement<Pet, [name: string, categoryId: number, status: PetStatus]>(
   `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
 )
 /** A pet and its record; nothing when a record (live or expired) already holds the key. */
-const INSERT_ONCE = statement<Pet, InsertOnceParams>(
-  `INSERT INTO pets (name, category_id, status, ${RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ${CONFLICT}
-  RETURNING ${COLUMNS}`
-)
-/**
- * PostgreSQL: the same, with the next position from `feed_counter`, in the same statement (its transaction). The
- * counter's row stays locked until the commit, so creates commit in the order of their positions.
- */
-const NEXT_POSITION = `WITH feed AS (UPDATE feed_counter SET position = position + 1 RETURNING position)`
-const asInsert = <Row, Params extends ReadonlyArray<unknown>>(text: string) => ({
-  ...statement<Row, Params>(text, "pets"),
-  operation: "INSERT"
-})
-const INSERT_AT_POSITION = asInsert<Pet, InsertParams>(
-  `${NEXT_POSITION} INSERT INTO pets (name, category_id, status, position)
-  VALUES (?, ?, ?, (SELECT position FROM feed)) RETURNING ${COLUMNS}`
-)
-const INSERT_ONCE_AT_POSITION = asInsert<Pet, InsertOnceParams>(
-  `${NEXT_POSITION} INSERT INTO pets (name, category_id, status, ${RECORD_COLUMNS}, position)
-  VALUES (?, ?, ?, ?, ?, ?, (SELECT position FROM feed)) ${CONFLICT} RETURNING ${COLUMNS}`
-)
+const INSERT_ONCE = statement<
+  Pet,
+  [name: string, categoryId: number, status: PetStatus, key: string, scope: string, expiresAt: number]
+>(`INSERT INTO pets (name, category_id, status, idempotency_key, idempotency_scope, idempotency_expires_at)
+  VALUES (?, ?, ?, ?, ?, ?)
+  ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING ${COLUMNS}`)
 
 interface FeedRow {
   readonly feedDatabase: string
@@ -160,8 +142,6 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const { query, system, transaction } = yield* Statements
     const onPostgres = system === "postgresql"
     const feed = onPostgres ? ON_POSTGRESQL : ON_SQLITE
-    const insert = onPostgres ? INSERT_AT_POSITION : INSERT
-    const insertOnce = onPostgres ? INSERT_ONCE_AT_POSITION : INSERT_ONCE
 
     /**
      * The change feed's end as this process last read it, which long polls wait on. While any waits, it is read again
@@ -185,7 +165,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
 
     /** Adds a pet; the returned row is durably committed before this succeeds. */
     const create = (pet: NewPet): Effect.Effect<Pet, SqlError.SqlError> =>
-      Effect.tap(query(insert, [pet.name, pet.categoryId, pet.status], (rows) => rows[0]), () => announce)
+      Effect.tap(query(INSERT, [pet.name, pet.categoryId, pet.status], (rows) => rows[0]), () => announce)
 
     /**
      * A create sent with an idempotency key: the pet is inserted with its key, scope and expiry in its own row (its
@@ -202,7 +182,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
           if (!(yield* tx.tryLock(`${request.scope} ${request.key}`))) return inUse
           const { categoryId, name, status } = request.pet
           const values = [name, categoryId, status, request.key, request.scope, request.expiresAt] as const
-          const [pet] = yield* tx.query(insertOnce, values)
+          const [pet] = yield* tx.query(INSERT_ONCE, values)
           if (pet !== undefined) return { _tag: "Created", pet } as const
           const [holder] = yield* tx.query(SELECT_HOLDER, [request.key, request.scope])
           if (holder !== undefined) {
@@ -210,7 +190,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
             if (expiresAt > request.now) return { _tag: "Recorded", pet: recorded } as const
             yield* tx.query(RELEASE_HOLDER, [recorded.id])
           }
-          const [again] = yield* tx.query(insertOnce, values)
+          const [again] = yield* tx.query(INSERT_ONCE, values)
           return again === undefined ? inUse : { _tag: "Created", pet: again } as const
         })
       )
