@@ -61,6 +61,13 @@ const COLUMNS = `id, name, category_id AS "categoryId", status`
 const INSERT = statement<Pet, [name: string, categoryId: number, status: PetStatus]>(
   `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
 )
+const FIND_ONE = statement<Pet, [PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
+const PAGE = statement<Pet, [after: number, limit: number]>(
+  `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`
+)
+const PAGE_BY_STATUS = statement<Pet, [status: PetStatus, after: number, limit: number]>(
+  `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
+)
 /** A pet and its record; nothing when a record (live or expired) already holds the key. */
 const INSERT_ONCE = statement<
   Pet,
@@ -69,14 +76,8 @@ const INSERT_ONCE = statement<
   VALUES (?, ?, ?, ?, ?, ?)
   ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING ${COLUMNS}`)
-
-interface FeedRow {
-  readonly feedDatabase: string
-  readonly feedEnd: number
-}
-/** A page's row with the feed's end; on an empty page, one row whose pet columns are null. */
-type WithFeed<Row> = FeedRow & { readonly [K in keyof Row]: Row[K] | null }
-const feedEndOf = (row: FeedRow): FeedEnd => ({ database: row.feedDatabase, end: Number(row.feedEnd) })
+/** The database's feed id: made by migration 0007, changed only by `restore`, which runs with no server. */
+const FEED_ID = statement<{ readonly id: string }>(`SELECT id FROM feed_meta`)
 
 /** How many pets a feed read scans at a time, and at most per read (a status filter may pass over many). */
 const SCAN_BATCH = 100
@@ -84,34 +85,16 @@ const SCAN_MAX = 1_000
 /** How often a process that has long polls waiting looks for pets other processes (replicas) created. */
 const CHECK_EVERY = Duration.millis(200)
 
-/**
- * The statements that name the feed's position: `id` on SQLite, `position` on PostgreSQL. A page is read with the
- * feed's end in one statement, so that both come from one snapshot: the page's row (a single one, its pet columns
- * null, when the page is empty) carry it.
- */
-const feedStatements = (position: "id" | "position") => {
-  const end = `SELECT (SELECT id FROM feed_meta) AS "feedDatabase",
-    (SELECT coalesce(max(${position}), 0) FROM pets) AS "feedEnd"`
-  const withEnd = <Params extends ReadonlyArray<unknown>>(page: string) =>
-    statement<WithFeed<Pet>, Params>(
-      `SELECT f."feedDatabase", f."feedEnd", p.* FROM (${end}) AS f LEFT JOIN (${page}) AS p ON true ORDER BY p.id`,
-      "pets"
-    )
-  return {
-    END: statement<FeedRow, []>(`SELECT * FROM (${end}) AS f`, "pets"),
-    FIND_ONE: withEnd<[PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`),
-    PAGE: withEnd<[after: number, limit: number]>(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`),
-    PAGE_BY_STATUS: withEnd<[status: PetStatus, after: number, limit: number]>(
-      `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
-    ),
-    CHANGES: statement<Pet & { readonly position: number }, [after: number, limit: number]>(
-      `SELECT ${position} AS "position", ${COLUMNS} FROM pets WHERE ${position} > ? ORDER BY ${position} LIMIT ?`
-    )
-  }
-}
+/** The statements that name the feed's position: `id` on SQLite, `position` on PostgreSQL (both indexed). */
+const feedStatements = (position: "id" | "position") => ({
+  END: statement<{ readonly end: number }>(`SELECT coalesce(max(${position}), 0) AS "end" FROM pets`),
+  CHANGES: statement<Pet & { readonly position: number }, [after: number, limit: number]>(
+    `SELECT ${position} AS "position", ${COLUMNS} FROM pets WHERE ${position} > ? ORDER BY ${position} LIMIT ?`
+  )
+})
 const ON_SQLITE = feedStatements("id")
 const ON_POSTGRESQL = feedStatements("position")
-const FIND_ONE = statement<Pet, [PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
+
 /** The pet whose record holds a key. */
 const SELECT_HOLDER = statement<Pet & { readonly expiresAt: number }, [key: string, scope: string]>(
   `SELECT ${COLUMNS}, idempotency_expires_at AS "expiresAt" FROM pets WHERE idempotency_key = ? AND idempotency_scope = ?`
@@ -139,9 +122,11 @@ const inUse: CreateOnceResult = { _tag: "InUse" }
 export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
   dependencies: [Statements.Default],
   scoped: Effect.gen(function*() {
-    const { query, system, transaction } = yield* Statements
+    const { query, queryBoth, system, transaction } = yield* Statements
     const onPostgres = system === "postgresql"
     const feed = onPostgres ? ON_POSTGRESQL : ON_SQLITE
+    const database = yield* query(FEED_ID, [], (rows) => rows[0].id)
+    const feedEndOf = (rows: Array<{ readonly end: number }>): FeedEnd => ({ database, end: Number(rows[0].end) })
 
     /**
      * The change feed's end as this process last read it, which long polls wait on. While any waits, it is read again
@@ -151,7 +136,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const known = yield* SubscriptionRef.make(0)
     const waiting = yield* SubscriptionRef.make(0)
     const created = yield* Queue.sliding<void>(1)
-    const readEnd = query(feed.END, [], (rows) => feedEndOf(rows[0]))
+    const readEnd = query(feed.END, [], feedEndOf)
     const learn = (end: FeedEnd) => SubscriptionRef.update(known, (last) => Math.max(last, end.end))
     const hasWaiting = Effect.map(SubscriptionRef.get(waiting), (n) => n > 0)
     // Idle (nobody waiting) it waits for a long poll, not on a timer.
@@ -238,22 +223,21 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
      * (a limit is at least 1), the last.
      */
     const list = ({ after = 0 as PetId, id, limit, status }: ListOptions): Effect.Effect<Page, SqlError.SqlError> => {
-      const page = (rows: Array<WithFeed<Pet>>): Page => {
-        const pets: Array<Pet> = []
-        for (const { feedDatabase: _, feedEnd: __, ...pet } of rows) {
-          if (pet.id !== null && pet.id > after && (status === undefined || pet.status === status)) {
-            pets.push(pet as Pet)
-          }
-        }
-        const more = id === undefined && pets.length > limit
+      const page = (pets: Array<Pet>, end: Array<{ readonly end: number }>): Page => {
+        const more = pets.length > limit
         if (more) pets.length = limit
-        return { pets, more, feed: feedEndOf(rows[0]) }
+        return { pets, more, feed: feedEndOf(end) }
       }
-      return id !== undefined
-        ? query(feed.FIND_ONE, [id], page)
-        : status === undefined
-        ? query(feed.PAGE, [after, limit + 1], page)
-        : query(feed.PAGE_BY_STATUS, [status, after, limit + 1], page)
+      if (id !== undefined) {
+        return queryBoth(FIND_ONE, [id], feed.END, [], (pets, end) => ({
+          pets: pets.filter((pet) => pet.id > after && (status === undefined || pet.status === status)),
+          more: false,
+          feed: feedEndOf(end)
+        }))
+      }
+      return status === undefined
+        ? queryBoth(PAGE, [after, limit + 1], feed.END, [], page)
+        : queryBoth(PAGE_BY_STATUS, [status, after, limit + 1], feed.END, [], page)
     }
 
     /** Where the feed ends now (and this process learns it). */
