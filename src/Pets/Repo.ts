@@ -76,18 +76,26 @@ const INSERT_ONCE = statement<
   VALUES (?, ?, ?, ?, ?, ?)
   ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING ${COLUMNS}`)
-/** The database's feed id: made by migration 0007, changed only by `restore`, which runs with no server. */
-const FEED_ID = statement<{ readonly id: string }>(`SELECT id FROM feed_meta`)
-
 /** How many pets a feed read scans at a time, and at most per read (a status filter may pass over many). */
 const SCAN_BATCH = 100
 const SCAN_MAX = 1_000
 /** How often a process that has long polls waiting looks for pets other processes (replicas) created. */
 const CHECK_EVERY = Duration.millis(200)
 
-/** The statements that name the feed's position: `id` on SQLite, `position` on PostgreSQL (both indexed). */
+interface FeedRow {
+  readonly database: string
+  readonly end: number
+}
+const feedEndOf = (rows: Array<FeedRow>): FeedEnd => ({ database: rows[0].database, end: Number(rows[0].end) })
+
+/**
+ * The statements that name the feed's position: `id` on SQLite, `position` on PostgreSQL. The end is a look at the
+ * last entry of the position's index, the feed id one row.
+ */
 const feedStatements = (position: "id" | "position") => ({
-  END: statement<{ readonly end: number }>(`SELECT coalesce(max(${position}), 0) AS "end" FROM pets`),
+  END: statement<FeedRow>(
+    `SELECT (SELECT id FROM feed_meta) AS "database", coalesce(max(${position}), 0) AS "end" FROM pets`
+  ),
   CHANGES: statement<Pet & { readonly position: number }, [after: number, limit: number]>(
     `SELECT ${position} AS "position", ${COLUMNS} FROM pets WHERE ${position} > ? ORDER BY ${position} LIMIT ?`
   )
@@ -125,8 +133,6 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
     const { query, queryBoth, system, transaction } = yield* Statements
     const onPostgres = system === "postgresql"
     const feed = onPostgres ? ON_POSTGRESQL : ON_SQLITE
-    const database = yield* query(FEED_ID, [], (rows) => rows[0].id)
-    const feedEndOf = (rows: Array<{ readonly end: number }>): FeedEnd => ({ database, end: Number(rows[0].end) })
 
     /**
      * The change feed's end as this process last read it, which long polls wait on. While any waits, it is read again
@@ -223,7 +229,7 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
      * (a limit is at least 1), the last.
      */
     const list = ({ after = 0 as PetId, id, limit, status }: ListOptions): Effect.Effect<Page, SqlError.SqlError> => {
-      const page = (pets: Array<Pet>, end: Array<{ readonly end: number }>): Page => {
+      const page = (pets: Array<Pet>, end: Array<FeedRow>): Page => {
         const more = pets.length > limit
         if (more) pets.length = limit
         return { pets, more, feed: feedEndOf(end) }
