@@ -35,14 +35,16 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
         Effect.gen(function*() {
           const limit = urlParams.limit ?? LIMIT_DEFAULT
           const page = yield* orUnavailable(repo.list({ ...urlParams, limit }))
-          yield* addResponseHeaders({ "feed-position": formatPosition(page.feed.database, page.feed.end) })
+          const position = formatPosition(page.feed.database, page.feed.end)
           // A page filtered by id is the only one (`more` is false): the next page needs no id.
           if (page.more) {
             // The next page keeps the limit and the status filter.
             const next = new URLSearchParams({ limit: String(limit) })
             if (urlParams.status !== undefined) next.set("status", urlParams.status)
             next.set("after", String(page.pets.at(-1)!.id))
-            yield* addResponseHeaders({ link: `<${PETS_PATH}?${next}>; rel="next"` })
+            yield* addResponseHeaders({ "feed-position": position, link: `<${PETS_PATH}?${next}>; rel="next"` })
+          } else {
+            yield* addResponseHeaders({ "feed-position": position })
           }
           return page.pets
         }))
