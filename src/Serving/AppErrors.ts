@@ -3,7 +3,7 @@
  * the `Error` body, its whole cause in the log. An interruption is left to the platform (the client went away, or the
  * deadline passed: `App.ts`).
  */
-import { type HttpApp, HttpServerResponse } from "@effect/platform"
+import type { HttpApp } from "@effect/platform"
 import { Cause, Effect } from "effect"
 import * as Refusals from "./Refusals.js"
 
@@ -11,10 +11,4 @@ export const appErrors = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<nev
   Effect.catchAllCause(app, (cause) =>
     Cause.isInterruptedOnly(cause)
       ? Effect.failCause(cause as Cause.Cause<never>)
-      : Effect.as(
-        Effect.logError("unexpected failure", cause),
-        HttpServerResponse.text(Refusals.refusalBody(Refusals.internalError), {
-          status: Refusals.internalError.status,
-          contentType: "application/json"
-        })
-      ))
+      : Effect.as(Effect.logError("unexpected failure", cause), Refusals.refusalResponse(Refusals.internalError)))

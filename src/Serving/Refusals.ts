@@ -3,7 +3,7 @@
  * body, a failed decode, an unknown path or method), an unexpected failure, an interrupted request. One home for their
  * statuses, codes and texts, whichever path serves the request.
  */
-import { HttpApiSchema } from "@effect/platform"
+import { HttpApiSchema, HttpServerResponse } from "@effect/platform"
 import type { ParseResult, Schema } from "effect"
 import * as Errors from "../Domain/Errors.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
@@ -25,6 +25,14 @@ export type Refusal = ReturnType<typeof refusal>
 /** The JSON body of a refusal: the interface's `Error` object. */
 export const refusalBody = (refused: Refusal): string =>
   JSON.stringify(Errors.errorBody(refused.status, refused.code, refused.message))
+
+/** A refusal as the platform's response, for the server's own routes. */
+export const refusalResponse = (refused: Refusal): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(refusalBody(refused), {
+    status: refused.status,
+    contentType: "application/json",
+    ...(refused.headers === undefined ? {} : { headers: refused.headers })
+  })
 
 /**
  * The longest request target (path and query) answered: RFC 9112 §3 asks for at least 8000 octets, and the longest

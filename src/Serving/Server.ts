@@ -144,9 +144,7 @@ export const makeServer = (options: {
     if (method !== "HEAD") return app(request, started, requestId, parentSpan).then(finish)
     // A HEAD to the server's own routes is the GET the app serves, its headers and length without its body.
     const get = new Request(url, { method: "GET", headers, signal: request.signal })
-    return app(get, started, requestId, parentSpan).then(async (served) => {
-      if (!("response" in served)) return finish(served)
-      const { annotations, response } = served
+    return app(get, started, requestId, parentSpan).then(async ({ annotations, response }) => {
       const length = (await response.arrayBuffer()).byteLength
       const answered = new Response(null, { status: response.status, headers: response.headers })
       answered.headers.set("content-length", String(length))

@@ -11,7 +11,6 @@ import { Observability } from "../Observability/Hooks.js"
 import { DEFAULT_REQUEST_TIMEOUT } from "../Operations/Deadlines.js"
 import { RequestLog } from "../Operations/Logging.js"
 import { makeAppServer } from "./App.js"
-import { appErrors } from "./AppErrors.js"
 import { makeCors } from "./Cors.js"
 import { deriveRoutes } from "./Derive.js"
 import { makePipeline } from "./Pipeline.js"
@@ -69,7 +68,7 @@ export const webHandlerFrom = <E, R>(routes: Layer.Layer<RegisteredGroups, E, R>
           set: fibers,
           closing: () => closing.now
         }),
-        app: makeAppServer(runtime, appErrors(yield* HttpRouter.toHttpApp(router)), requestTimeout),
+        app: makeAppServer(runtime, yield* HttpRouter.toHttpApp(router), requestTimeout),
         cors: Option.getOrUndefined(Option.map(options.corsOrigins, makeCors)),
         log: makeRequestLogger(
           runtime as Runtime.Runtime<never>,
