@@ -4,6 +4,7 @@
  */
 import { HttpApi, type HttpApiBuilder, type HttpApiGroup, OpenApi } from "@effect/platform"
 import {
+  feedPositionGone,
   idempotencyKeyInUse,
   idempotencyKeyReused,
   payloadTooLarge,
@@ -18,7 +19,13 @@ import { PetsApi, SUNSET } from "./Pets/Api.js"
 
 /** Response headers, which HttpApi has no declaration for, by operation and status (`*`: every response). */
 const HEADERS: Record<string, Record<string, Record<string, string>>> = {
-  listPets: { 200: { Link: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow." } },
+  listPets: {
+    200: {
+      Link: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow.",
+      "Feed-Position": "The change feed's position when the page was read: follow the animals added since with " +
+        "`GET /pets/changes?after=<Feed-Position>`."
+    }
+  },
   createPet: {
     201: {
       Location: "The new animal's address, `/v1/pets/{id}`.",
@@ -60,6 +67,10 @@ const EXAMPLES: Record<string, Record<string, { readonly code: string; readonly 
     413: payloadTooLarge(),
     415: unsupportedMediaType(),
     422: idempotencyKeyReused()
+  },
+  listPetChanges: {
+    400: { code: "invalid_query", message: "Invalid query parameter 'wait': must be an integer from 1 to 25" },
+    410: feedPositionGone()
   },
   getPet: {
     400: { code: "invalid_path", message: "Invalid path parameter 'petId': must be a positive integer" },
@@ -135,7 +146,7 @@ export class Api extends HttpApi.make("petstore")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(
     OpenApi.Description,
-    "A catalogue of animals: list them, add them, and (deprecated) fetch one. Every operation needs an API key, " +
+    "A catalogue of animals: list them, add them, follow the animals added, and (deprecated) fetch one. Every operation needs an API key, " +
       "sent as a bearer token. Every error is an `Error` object whose `status` equals the HTTP status."
   )
   .annotate(OpenApi.Transform, finishDocument)

@@ -159,6 +159,10 @@ describe("petstore restore", () => {
       expect(rows(database, "SELECT count(*) AS n FROM pets WHERE name = 'after the backup'")).toEqual([{ n: 0 }])
       expect(rows(database, "SELECT count(*) AS n FROM pets")).toEqual([{ n: PETS }])
       expect(rows(database, "PRAGMA integrity_check")).toEqual([{ integrity_check: "ok" }])
+      // The restored catalogue's change feed is another one: the positions the old database handed out are gone.
+      const [feed] = rows(database, "SELECT id FROM feed_meta") as Array<{ readonly id: string }>
+      expect(feed.id).toMatch(/^[0-9a-f]{16}$/)
+      expect(rows(snapshot, "SELECT id FROM feed_meta")).not.toEqual([feed])
     }))
 
   it.scoped("refuses a snapshot that fails its integrity check, or is no database, and keeps the database", () =>

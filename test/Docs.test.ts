@@ -9,6 +9,7 @@ import { brotliDecompressSync, gunzipSync } from "node:zlib"
 import { BASE_PATH } from "../src/Api.js"
 import * as Sql from "../src/Database/Sql.js"
 import { ErrorBody } from "../src/Domain/Errors.js"
+import { Changes } from "../src/Domain/Feed.js"
 import { NewPet, Pet, Pets } from "../src/Domain/Pet.js"
 import { chooseEncoding, DOCS_CACHE_CONTROL } from "../src/System.js"
 import { authorized, type Server, testServerOn } from "./support/http.js"
@@ -51,7 +52,15 @@ describe("the OpenAPI document as the docs page uses it", () => {
   it.scoped("has schema examples that the schemas accept", () =>
     Effect.gen(function*() {
       const { components } = yield* documentOf(yield* makeServer)
-      for (const [name, schema] of [["NewPet", NewPet], ["Pet", Pet], ["Pets", Pets], ["Error", ErrorBody]] as const) {
+      for (
+        const [name, schema] of [
+          ["NewPet", NewPet],
+          ["Pet", Pet],
+          ["Pets", Pets],
+          ["Changes", Changes],
+          ["Error", ErrorBody]
+        ] as const
+      ) {
         const examples = components.schemas[name].examples
         expect(examples, name).toHaveLength(1)
         expect(() => Schema.decodeUnknownSync(schema as Schema.Schema<unknown, unknown>)(examples[0])).not.toThrow()
@@ -96,7 +105,9 @@ describe("the OpenAPI document as the docs page uses it", () => {
         ["/pets", "post", "413", "/v1/pets", post(JSON.stringify({ name: "x".repeat(70_000), categoryId: 1 }))],
         ["/pets", "post", "415", "/v1/pets", post("x", "text/plain")],
         ["/pets/{petId}", "get", "400", "/v1/pets/abc", authorized(server.key)],
-        ["/pets/{petId}", "get", "404", "/v1/pets/42", authorized(server.key)]
+        ["/pets/{petId}", "get", "404", "/v1/pets/42", authorized(server.key)],
+        ["/pets/changes", "get", "400", "/v1/pets/changes?wait=30", authorized(server.key)],
+        ["/pets/changes", "get", "410", "/v1/pets/changes?after=nowhere.1", authorized(server.key)]
       ]
       for (const [path, method, status, target, init] of cases) {
         const response = yield* call(server, target, init)

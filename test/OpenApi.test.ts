@@ -26,6 +26,7 @@ const operation = (path: string, method: string): Json => {
 const listPets = () => operation("/pets", "get")
 const createPet = () => operation("/pets", "post")
 const getPet = () => operation("/pets/{petId}", "get")
+const listPetChanges = () => operation("/pets/changes", "get")
 
 /** Follows a local `$ref` (`#/components/...`), or an `allOf` of one, to the schema it names. */
 const resolve = (schema: Json): Json => {
@@ -69,13 +70,15 @@ describe("OpenAPI document", () => {
     expect(other.servers.map((s: Json) => s.url)).toEqual(["/v1", "https://a.test/v1", "https://b.test/v1"])
   })
 
-  it("has exactly the three operations, relative to the servers", () => {
-    expect(Object.keys(doc.paths).sort()).toEqual(["/pets", "/pets/{petId}"])
+  it("has exactly the four operations, relative to the servers", () => {
+    expect(Object.keys(doc.paths).sort()).toEqual(["/pets", "/pets/changes", "/pets/{petId}"])
     expect(Object.keys(doc.paths["/pets"]).sort()).toEqual(["get", "post"])
     expect(Object.keys(doc.paths["/pets/{petId}"])).toEqual(["get"])
     expect(listPets().operationId).toBe("listPets")
     expect(createPet().operationId).toBe("createPet")
     expect(getPet().operationId).toBe("getPet")
+    expect(Object.keys(doc.paths["/pets/changes"])).toEqual(["get"])
+    expect(listPetChanges().operationId).toBe("listPetChanges")
   })
 
   it("flags getPet, and only getPet, deprecated", () => {
@@ -132,13 +135,15 @@ describe("OpenAPI document", () => {
       "503"
     ])
     expect(Object.keys(getPet().responses).sort()).toEqual(["200", "400", "401", "404", "429", "503"])
+    expect(Object.keys(listPetChanges().responses).sort()).toEqual(["200", "400", "401", "410", "429", "503"])
   })
 
   it("refers every error response to the Error schema", () => {
     const declared: Array<[Json, ReadonlyArray<string>]> = [
       [listPets(), ["400", "401", "429", "503"]],
       [createPet(), ["400", "401", "409", "413", "415", "422", "429", "503"]],
-      [getPet(), ["400", "401", "404", "429", "503"]]
+      [getPet(), ["400", "401", "404", "429", "503"]],
+      [listPetChanges(), ["400", "401", "410", "429", "503"]]
     ]
     for (const [op, statuses] of declared) {
       for (const status of statuses) {
@@ -214,7 +219,7 @@ describe("OpenAPI document", () => {
 
   it("requires the bearer API key on every operation", () => {
     expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: "http", scheme: "bearer" })
-    for (const op of [listPets(), createPet(), getPet()]) {
+    for (const op of [listPets(), createPet(), getPet(), listPetChanges()]) {
       expect(op.security, op.operationId).toEqual([{ bearerAuth: [] }])
       expect(op.responses["401"], op.operationId).toBeDefined()
     }
@@ -222,15 +227,16 @@ describe("OpenAPI document", () => {
 
   it("documents the response headers", () => {
     expect(Object.keys(listPets().responses["200"].headers ?? {})).toContain("Link")
+    expect(Object.keys(listPets().responses["200"].headers ?? {})).toContain("Feed-Position")
     expect(Object.keys(createPet().responses["201"].headers ?? {})).toContain("Location")
     const deprecated = Object.keys(getPet().responses["200"].headers ?? {})
     expect(deprecated).toContain("Deprecation")
     expect(deprecated).toContain("Sunset")
     expect(deprecated).toContain("Link")
-    for (const op of [listPets(), createPet(), getPet()]) {
+    for (const op of [listPets(), createPet(), getPet(), listPetChanges()]) {
       expect(Object.keys(op.responses["401"].headers ?? {}), op.operationId).toContain("WWW-Authenticate")
     }
-    for (const op of [listPets(), createPet(), getPet()]) {
+    for (const op of [listPets(), createPet(), getPet(), listPetChanges()]) {
       for (const [status, response] of Object.entries<Json>(op.responses)) {
         const headers = Object.keys(response.headers ?? {})
         if (status !== "401") {
@@ -255,7 +261,7 @@ describe("OpenAPI document", () => {
     const header = parameter(createPet(), "Idempotency-Key", "header")
     expect(header.required).not.toBe(true)
     expect(resolve(header.schema)).toMatchObject({ type: "string", minLength: 1 })
-    for (const op of [listPets(), getPet()]) {
+    for (const op of [listPets(), getPet(), listPetChanges()]) {
       expect((op.parameters ?? []).filter((p: Json) => p.in === "header"), op.operationId).toEqual([])
     }
   })

@@ -102,28 +102,48 @@ for (const [where, database] of databases) {
     it.effect("list on an empty catalogue is an empty last page", () =>
       Effect.gen(function*() {
         const repo = yield* PetsRepo
-        expect(yield* repo.list({ limit: 20 })).toEqual({ pets: [], more: false })
-        expect(yield* repo.list({ limit: 1, status: "sold" })).toEqual({ pets: [], more: false })
+        expect(yield* repo.list({ limit: 20 })).toEqual({ feed: expect.anything(), pets: [], more: false })
+        expect(yield* repo.list({ limit: 1, status: "sold" })).toEqual({
+          feed: expect.anything(),
+          pets: [],
+          more: false
+        })
       }).pipe(withRepo))
 
     it.effect("list orders by id, honours limit, and says more only when more pets follow", () =>
       Effect.gen(function*() {
         const repo = yield* PetsRepo
         const pets = yield* seed(5)
-        expect(yield* repo.list({ limit: 20 })).toEqual({ pets, more: false })
-        expect(yield* repo.list({ limit: 5 })).toEqual({ pets, more: false })
-        expect(yield* repo.list({ limit: 4 })).toEqual({ pets: pets.slice(0, 4), more: true })
-        expect(yield* repo.list({ limit: 1 })).toEqual({ pets: pets.slice(0, 1), more: true })
+        expect(yield* repo.list({ limit: 20 })).toEqual({ feed: expect.anything(), pets, more: false })
+        expect(yield* repo.list({ limit: 5 })).toEqual({ feed: expect.anything(), pets, more: false })
+        expect(yield* repo.list({ limit: 4 })).toEqual({ feed: expect.anything(), pets: pets.slice(0, 4), more: true })
+        expect(yield* repo.list({ limit: 1 })).toEqual({ feed: expect.anything(), pets: pets.slice(0, 1), more: true })
       }).pipe(withRepo))
 
     it.effect("list after an id returns only the pets with greater ids", () =>
       Effect.gen(function*() {
         const repo = yield* PetsRepo
         const pets = yield* seed(5)
-        expect(yield* repo.list({ limit: 2, after: pets[1].id })).toEqual({ pets: pets.slice(2, 4), more: true })
-        expect(yield* repo.list({ limit: 3, after: pets[1].id })).toEqual({ pets: pets.slice(2), more: false })
-        expect(yield* repo.list({ limit: 20, after: pets[4].id })).toEqual({ pets: [], more: false })
-        expect(yield* repo.list({ limit: 20, after: PetId.make(MAX_SAFE_ID) })).toEqual({ pets: [], more: false })
+        expect(yield* repo.list({ limit: 2, after: pets[1].id })).toEqual({
+          feed: expect.anything(),
+          pets: pets.slice(2, 4),
+          more: true
+        })
+        expect(yield* repo.list({ limit: 3, after: pets[1].id })).toEqual({
+          feed: expect.anything(),
+          pets: pets.slice(2),
+          more: false
+        })
+        expect(yield* repo.list({ limit: 20, after: pets[4].id })).toEqual({
+          feed: expect.anything(),
+          pets: [],
+          more: false
+        })
+        expect(yield* repo.list({ limit: 20, after: PetId.make(MAX_SAFE_ID) })).toEqual({
+          feed: expect.anything(),
+          pets: [],
+          more: false
+        })
       }).pipe(withRepo))
 
     it.effect("list combines the status filter with after", () =>
@@ -134,12 +154,28 @@ for (const [where, database] of databases) {
         const sold = pets.filter((pet) => pet.status === "sold")
         expect(sold.map((pet) => pet.name)).toEqual(["Pet 3", "Pet 6", "Pet 9"])
         const listSold = (options: Omit<ListOptions, "status">) => repo.list({ ...options, status: "sold" })
-        expect(yield* listSold({ limit: 20 })).toEqual({ pets: sold, more: false })
-        expect(yield* listSold({ limit: 1, after: sold[0].id })).toEqual({ pets: [sold[1]], more: true })
-        expect(yield* listSold({ limit: 2, after: sold[0].id })).toEqual({ pets: sold.slice(1), more: false })
+        expect(yield* listSold({ limit: 20 })).toEqual({ feed: expect.anything(), pets: sold, more: false })
+        expect(yield* listSold({ limit: 1, after: sold[0].id })).toEqual({
+          feed: expect.anything(),
+          pets: [sold[1]],
+          more: true
+        })
+        expect(yield* listSold({ limit: 2, after: sold[0].id })).toEqual({
+          feed: expect.anything(),
+          pets: sold.slice(1),
+          more: false
+        })
         // The cursor need not be a pet of that status: after pet 4 (available) come sold pets 6 and 9.
-        expect(yield* listSold({ limit: 20, after: pets[3].id })).toEqual({ pets: sold.slice(1), more: false })
-        expect(yield* repo.list({ limit: 20, status: "pending", after: pets[7].id })).toEqual({ pets: [], more: false })
+        expect(yield* listSold({ limit: 20, after: pets[3].id })).toEqual({
+          feed: expect.anything(),
+          pets: sold.slice(1),
+          more: false
+        })
+        expect(yield* repo.list({ limit: 20, status: "pending", after: pets[7].id })).toEqual({
+          feed: expect.anything(),
+          pets: [],
+          more: false
+        })
       }).pipe(withRepo))
 
     it.effect("a keyset walk over 57 pets, 7 at a time, visits every pet exactly once, in order", () =>
@@ -278,10 +314,14 @@ describeBackends((backend) => {
         (i) => repo.create(pet(`Pet ${i}`, i % 2 === 0 ? "pending" : "sold"))
       )
       const first = yield* repo.list({ limit: 2, status: "pending" })
-      expect(first).toEqual({ pets: [created[0], created[2]], more: true })
+      expect(first).toEqual({ feed: expect.anything(), pets: [created[0], created[2]], more: true })
       const second = yield* repo.list({ limit: 2, status: "pending", after: first.pets[1].id })
-      expect(second).toEqual({ pets: [created[4], created[6]], more: false })
-      expect(yield* repo.list({ limit: 3, after: created[5].id })).toEqual({ pets: [created[6]], more: false })
+      expect(second).toEqual({ feed: expect.anything(), pets: [created[4], created[6]], more: false })
+      expect(yield* repo.list({ limit: 3, after: created[5].id })).toEqual({
+        feed: expect.anything(),
+        pets: [created[6]],
+        more: false
+      })
     }))
 
   it.scoped("a page, filtered by status or not, is read through an index, not a scan of the table", () =>

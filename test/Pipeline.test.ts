@@ -97,6 +97,11 @@ const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [stri
     ["/v1/pets//1", { headers: auth }],
     ["/V1/pets", { headers: auth }],
     ["/v1/pets/1?x=1", { headers: auth }],
+    ["/v1/pets/changes?after=start&limit=2", { headers: auth }],
+    ["/v1/pets/changes?after=start&status=sold&limit=1", { headers: auth }],
+    ["/v1/pets/changes?after=nowhere.1", { headers: auth }],
+    ["/v1/pets/changes?wait=0", { headers: auth }],
+    ["/v1/pets/changes"],
     ["/v1/pets", { method: "OPTIONS", headers: auth }],
     ["/v1/pets/1", { method: "PATCH", headers: auth }]
   ]
@@ -218,7 +223,15 @@ describe("pipeline, logs", () => {
         : Effect.die(new Error("boom"))
     return Layer.succeed(
       PetsRepo,
-      PetsRepo.make({ create: fail, createOnce: fail, releaseExpired: fail, findById: fail, list: fail })
+      PetsRepo.make({
+        create: fail,
+        createOnce: fail,
+        releaseExpired: fail,
+        findById: fail,
+        list: fail,
+        feedEnd: fail(),
+        follow: fail
+      })
     )
   }
 
@@ -297,7 +310,16 @@ describe("pipeline, Bun's routing", () => {
       }
       // Every path of the one route table, with and without its trailing slash.
       expect(Object.keys(dispatcher.routes).filter((path) => !path.endsWith("/")).sort()).toEqual(
-        ["/docs", "/favicon.ico", "/healthz", "/openapi.json", "/readyz", "/v1/pets", "/v1/pets/:petId"]
+        [
+          "/docs",
+          "/favicon.ico",
+          "/healthz",
+          "/openapi.json",
+          "/readyz",
+          "/v1/pets",
+          "/v1/pets/:petId",
+          "/v1/pets/changes"
+        ]
       )
       // What production runs (src/Http.ts), on a loopback port of its own.
       const server = yield* Effect.acquireRelease(
@@ -378,7 +400,15 @@ describe("the answers the pipeline gives itself", () => {
       const { app, direct, key } = yield* both(
         Layer.succeed(
           PetsRepo,
-          PetsRepo.make({ create: boom, createOnce: boom, releaseExpired: boom, findById: boom, list: boom })
+          PetsRepo.make({
+            create: boom,
+            createOnce: boom,
+            releaseExpired: boom,
+            findById: boom,
+            list: boom,
+            feedEnd: boom(),
+            follow: boom
+          })
         ),
         database
       )

@@ -36,7 +36,7 @@ describeBackends((backend) => {
         const derived = deriveRoutes(Context.get(context, RegisteredGroups))
         expect(derived.unserved).toEqual([])
         expect(derived.routes.map((route) => `${route.method} ${route.path}`).sort()).toEqual(
-          ["GET /v1/pets", "GET /v1/pets/:petId", "POST /v1/pets"]
+          ["GET /v1/pets", "GET /v1/pets/:petId", "GET /v1/pets/changes", "POST /v1/pets"]
         )
       }))
   })
@@ -102,6 +102,8 @@ describe("requests that end early", () => {
         create: () => Effect.never,
         createOnce: () => Effect.never,
         releaseExpired: () => Effect.never,
+        feedEnd: Effect.never,
+        follow: () => Effect.never,
         list: () =>
           Deferred.succeed(started, undefined).pipe(
             Effect.zipRight(Effect.never),

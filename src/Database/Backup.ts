@@ -19,6 +19,7 @@ import { Clock, Duration, Effect, Option, Redacted, Schema } from "effect"
 import { resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
 import { cannotWrite, exists, isBusy, reasonOf, writeWhole } from "./DurableFile.js"
+import { newFeedId } from "./Migrations.js"
 import { describeDatabase, isPostgresUrl } from "./Sql.js"
 import { IN_MEMORY, readFailure, sqliteFile } from "./SqliteFile.js"
 
@@ -307,6 +308,23 @@ const keepOwnerAndMode = (database: string, temporary: string) =>
     }
   }).pipe(Effect.catchAll(cannotWrite(database)))
 
+/**
+ * The restored catalogue's feed gets an id of its own, so that a position the replaced database handed out is gone
+ * (410) rather than taken for a position of this one. A snapshot older than the feed has none yet: its migration
+ * makes one at the next start.
+ */
+const renewFeedId = (temporary: string, target: string) =>
+  attempt(`cannot write ${target}`, () => {
+    const db = new Database(temporary, { readwrite: true, create: false })
+    try {
+      if (db.query("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'feed_meta'").get() !== null) {
+        db.run("UPDATE feed_meta SET id = ?", [newFeedId()])
+      }
+    } finally {
+      db.close()
+    }
+  })
+
 /** Puts the snapshot `file` in place of the database: the database's path, the snapshot's, its number of pets. */
 export const restore = (options: { readonly database: Redacted.Redacted<string>; readonly file: string }) =>
   Effect.gen(function*() {
@@ -333,7 +351,11 @@ export const restore = (options: { readonly database: Redacted.Redacted<string>;
       const pets = yield* countPets(db)
       yield* writeWhole(
         path,
-        (temporary) => Effect.zipRight(snapshotInto(db, temporary, path), keepOwnerAndMode(path, temporary)),
+        (temporary) =>
+          snapshotInto(db, temporary, path).pipe(
+            Effect.zipRight(renewFeedId(temporary, path)),
+            Effect.zipRight(keepOwnerAndMode(path, temporary))
+          ),
         // Checked again just before the old database goes: a server may have started meanwhile.
         Effect.zipRight(
           present ? refuseWhileOpen(path) : Effect.void,

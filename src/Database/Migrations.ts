@@ -5,6 +5,9 @@
 import { Migrator, SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 
+/** A database's feed id: 16 hex digits at random, made once (and again by a restore: the catalogue is replaced). */
+export const newFeedId = (): string => Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")
+
 const bigint = (sql: SqlClient.SqlClient) => sql.onDialectOrElse({ pg: () => "BIGINT", orElse: () => "INTEGER" })
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
@@ -86,7 +89,40 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     SqlClient.SqlClient,
     (sql) =>
       sql.onDialectOrElse({ sqlite: () => sql`DROP INDEX pets_idempotency_expires_at`, orElse: () => Effect.void })
-  )
+  ),
+  /**
+   * The change feed (`PetsRepo`'s feed reads). `feed_meta` holds the database's feed id, made once at random, so that
+   * a position taken from another database (the catalogue restored or replaced) is told apart. SQLite's one writer
+   * hands out ids in commit order, so a pet's id is its position. On PostgreSQL a trigger gives each row inserted into
+   * `pets`, whoever inserts it, the next position from `feed_counter`, inside the inserting transaction: the counter's
+   * row stays locked until that transaction ends, so the next insert waits for it to commit. Positions are in commit
+   * order, and none commits below a position already read. Existing pets take their ids.
+   */
+  "0007_change_feed": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const id = yield* Effect.sync(newFeedId)
+    yield* sql`CREATE TABLE feed_meta (id TEXT NOT NULL)`
+    yield* sql`INSERT INTO feed_meta (id) VALUES (${id})`
+    yield* sql.onDialectOrElse({
+      pg: () =>
+        Effect.gen(function*() {
+          yield* sql`CREATE TABLE feed_counter (position BIGINT NOT NULL)`
+          yield* sql`INSERT INTO feed_counter (position) SELECT coalesce(max(id), 0) FROM pets`
+          yield* sql`ALTER TABLE pets ADD COLUMN position BIGINT`
+          yield* sql`UPDATE pets SET position = id`
+          yield* sql`ALTER TABLE pets ALTER COLUMN position SET NOT NULL`
+          yield* sql`CREATE UNIQUE INDEX pets_position ON pets (position)`
+          yield* sql.unsafe(`CREATE FUNCTION pets_take_position() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              UPDATE feed_counter SET position = position + 1 RETURNING position INTO NEW.position;
+              RETURN NEW;
+            END $$`)
+          yield* sql`CREATE TRIGGER pets_position BEFORE INSERT ON pets
+            FOR EACH ROW EXECUTE FUNCTION pets_take_position()`
+        }),
+      orElse: () => Effect.void
+    })
+  })
 }
 
 const runMigrations = Migrator.make({})({ loader: Migrator.fromRecord(migrations) })

@@ -53,6 +53,19 @@ export type Query = <Row, Params extends ReadonlyArray<unknown>, A = Array<Row>>
   f?: (rows: Array<Row>) => A
 ) => Effect.Effect<A, SqlError.SqlError>
 
+/**
+ * Runs two reads that see one state of the database and hands both rows to `f`: on a SQLite file, back to back on the
+ * reading connection in one synchronous step (the writer commits only in a turn of its own); through `@effect/sql`, in
+ * one transaction (PostgreSQL: REPEATABLE READ, READ ONLY, so that both read one snapshot).
+ */
+export type QueryBoth = <Row1, Params1 extends ReadonlyArray<unknown>, Row2, Params2 extends ReadonlyArray<unknown>, A>(
+  first: Statement<Row1, Params1>,
+  firstParams: Params1,
+  second: Statement<Row2, Params2>,
+  secondParams: Params2,
+  f: (first: Array<Row1>, second: Array<Row2>) => A
+) => Effect.Effect<A, SqlError.SqlError>
+
 export interface Transaction {
   readonly query: Query
   /**
@@ -68,6 +81,8 @@ interface Runner {
   readonly system: Observed["system"]
   /** Runs one statement: a `SELECT` reads; any other writes, committed (durably) before it succeeds. */
   readonly query: Query
+  /** Runs two `SELECT`s that see one state of the database. */
+  readonly queryBoth: QueryBoth
   /**
    * Runs `body`'s statements in one transaction, committed (durably) before it succeeds, rolled back if it fails; it
    * fails as the body does (a defect stays a defect), or with a `SqlError` when the transaction cannot be committed.
@@ -94,6 +109,8 @@ const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
   `SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked`,
   "advisory_locks"
 )
+/** The first statement of a transaction whose reads see one snapshot. */
+const SNAPSHOT = statement(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`, "transactions")
 
 /** `make` of each statement, made at its first use. */
 const perStatement = <A>(make: (statement: AnyStatement) => A) => {
@@ -113,15 +130,27 @@ const onFile = (reader: Database, writer: Writer, { observeStatement, runStateme
   const describe = describer("sqlite")
   const on = (database: Database) => {
     const prepare = perStatement((statement) => database.prepare(statement.text))
-    return (statement: AnyStatement, params: ReadonlyArray<unknown>, f: (rows: Array<unknown>) => unknown) => () =>
-      f(prepare(statement).all(...params as Array<never>))
+    const all = (statement: AnyStatement, params: ReadonlyArray<unknown>) =>
+      prepare(statement).all(...params as Array<never>)
+    return {
+      all,
+      run: (statement: AnyStatement, params: ReadonlyArray<unknown>, f: (rows: Array<unknown>) => unknown) => () =>
+        f(all(statement, params))
+    }
   }
   const onReader = on(reader)
   const onWriter = on(writer.database)
+  // Observed as the first statement: the second is a small addition to it.
+  const queryBoth = ((first, firstParams, second, secondParams, f) =>
+    runStatement(
+      describe(first),
+      () => f(onReader.all(first, firstParams) as Array<never>, onReader.all(second, secondParams) as Array<never>),
+      statementFailed
+    )) satisfies QueryBoth
   const query: Run = (statement, params, f = identity) =>
     statement.operation === "SELECT"
-      ? runStatement(describe(statement), onReader(statement, params, f), statementFailed)
-      : observeStatement(describe(statement), writer.write(onWriter(statement, params, f)))
+      ? runStatement(describe(statement), onReader.run(statement, params, f), statementFailed)
+      : observeStatement(describe(statement), writer.write(onWriter.run(statement, params, f)))
   const inTransaction = (isOpen: () => boolean): Transaction => {
     const guarded = <A>(effect: () => Effect.Effect<A, SqlError.SqlError>) =>
       Effect.suspend(() => isOpen() ? effect() : Effect.die(new Error(STATEMENT_AFTER_TRANSACTION)))
@@ -129,7 +158,7 @@ const onFile = (reader: Database, writer: Writer, { observeStatement, runStateme
       query:
         ((statement, params, f = identity) =>
           guarded(() =>
-            runStatement(describe(statement), onWriter(statement, params, f), statementFailed)
+            runStatement(describe(statement), onWriter.run(statement, params, f), statementFailed)
           )) satisfies Run as Query,
       tryLock: (name) => guarded(() => Effect.sync(() => writer.tryLock(name)))
     }
@@ -171,7 +200,7 @@ const onFile = (reader: Database, writer: Writer, { observeStatement, runStateme
         Effect.suspend(() => waiting === undefined ? Effect.void : Fiber.interrupt(waiting))
       )
     })
-  return { system: "sqlite", query: query as Query, transaction }
+  return { system: "sqlite", query: query as Query, queryBoth, transaction }
 }
 
 /** `@effect/sql`'s client: PostgreSQL, or a SQLite database in memory. */
@@ -187,7 +216,12 @@ const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks
     ? (name: string) => query(TRY_LOCK, [name], (rows) => rows[0]?.locked === true)
     : () => Effect.succeed(true)
   const inTransaction: Transaction = { query, tryLock }
-  return { system, query, transaction: (body) => sql.withTransaction(body(inTransaction)) }
+  const snapshot = system === "postgresql" ? query(SNAPSHOT, []) : Effect.void
+  const queryBoth: QueryBoth = (first, firstParams, second, secondParams, f) =>
+    sql.withTransaction(
+      Effect.zipRight(snapshot, Effect.zipWith(query(first, firstParams), query(second, secondParams), f))
+    )
+  return { system, query, queryBoth, transaction: (body) => sql.withTransaction(body(inTransaction)) }
 }
 
 export class Statements extends Effect.Service<Statements>()("Statements", {

@@ -22,6 +22,7 @@ export type ErrorCode =
   | "unsupported_media_type"
   | "idempotency_key_in_use"
   | "idempotency_key_reused"
+  | "feed_position_gone"
   | "rate_limited"
   | "header_too_large"
   | "uri_too_long"
@@ -38,6 +39,7 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("Payl
 export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", fields) {}
 export class IdempotencyKeyInUse extends Schema.TaggedError<IdempotencyKeyInUse>()("IdempotencyKeyInUse", fields) {}
 export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", fields) {}
+export class FeedPositionGone extends Schema.TaggedError<FeedPositionGone>()("FeedPositionGone", fields) {}
 export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields) {}
 
@@ -56,6 +58,13 @@ export const idempotencyKeyReused = () =>
   new IdempotencyKeyReused({
     code: "idempotency_key_reused",
     message: "This Idempotency-Key was already used with a different request body; use a new key for a new request."
+  })
+
+export const feedPositionGone = () =>
+  new FeedPositionGone({
+    code: "feed_position_gone",
+    message: "The feed cannot resume from this position (malformed, from another database, or ahead of the feed); " +
+      "list the pets again and follow from the list's Feed-Position."
   })
 
 export const rateLimited = (seconds: number) =>
@@ -120,6 +129,11 @@ export const IdempotencyKeyReusedResponse = wire(
   IdempotencyKeyReused,
   422,
   "The Idempotency-Key was already used with a different request body."
+)
+export const FeedPositionGoneResponse = wire(
+  FeedPositionGone,
+  410,
+  "The feed cannot resume from this position: list again and follow from the list's `Feed-Position`."
 )
 export const RateLimitedResponse = wire(
   RateLimited,

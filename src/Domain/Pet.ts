@@ -138,7 +138,7 @@ const POSITIVE_DECIMAL = /^[1-9][0-9]{0,15}$/
  * A positive decimal integer in a URL (no sign, no leading zeros, no exponent, no white space), read in one step: URL
  * parameters are decoded on every request.
  */
-const PositiveIntFromString = Schema.transformOrFail(Schema.String, Schema.Number, {
+export const PositiveIntFromString = Schema.transformOrFail(Schema.String, Schema.Number, {
   strict: true,
   decode: (text, _, ast) => {
     if (!POSITIVE_DECIMAL.test(text)) {

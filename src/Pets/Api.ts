@@ -6,6 +6,7 @@ import { Schema } from "effect"
 import { Authorization } from "../Auth/Api.js"
 import {
   BadRequestResponse,
+  FeedPositionGoneResponse,
   IdempotencyKeyInUseResponse,
   IdempotencyKeyReusedResponse,
   NotFoundResponse,
@@ -13,6 +14,7 @@ import {
   UnavailableResponse,
   UnsupportedMediaTypeResponse
 } from "../Domain/Errors.js"
+import { Changes, ChangesQuery, WAIT_MAX } from "../Domain/Feed.js"
 import { CreatePetHeaders } from "../Domain/Idempotency.js"
 import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
 
@@ -35,7 +37,8 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
         OpenApi.Description,
         "Animals in ascending id order, optionally filtered by status, or by id (`?id=42`: the animal, or an empty " +
           "array). When more follow, the response carries `Link: </v1/pets?limit=…&after=…>; rel=\"next\"` " +
-          "(keyset pagination; the status filter is kept)."
+          "(keyset pagination; the status filter is kept). `Feed-Position` is where the change feed stood when the page " +
+          "was read (`GET /pets/changes?after=…`)."
       )
   )
   .add(
@@ -55,6 +58,22 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
         "Adds an animal; the service assigns its id (a client-sent `id` is ignored). `status` defaults to `available`. " +
           "Send an `Idempotency-Key` to make retries safe: a retry with the same key and body is answered as the " +
           "first request was, with `Idempotent-Replayed: true`, and adds nothing."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("listPetChanges", "/pets/changes")
+      .setUrlParams(ChangesQuery)
+      .addSuccess(Changes)
+      .addError(BadRequestResponse)
+      .addError(FeedPositionGoneResponse)
+      .annotate(OpenApi.Summary, "Follow the animals added")
+      .annotate(
+        OpenApi.Description,
+        "A long poll of the change feed: the animals added after `after`, in commit order (the same order on " +
+          "every replica), answered as soon as one is there, or empty after `wait` seconds (at most " +
+          `${WAIT_MAX}, and at most the server's REQUEST_TIMEOUT less 2 seconds). Resume with the page's \`next\`: ` +
+          "every animal is delivered once, none is skipped. `GET /pets` answers its `Feed-Position`: list, then " +
+          "follow from there. A position the feed cannot resume from is a 410 `feed_position_gone`."
       )
   )
   .add(

@@ -3,11 +3,13 @@
  * repository, and adds the headers the contract gives the answer (`Location`, `Link`, `Idempotent-Replayed`, a 409's
  * `Retry-After`, the deprecation headers).
  */
-import { Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { BASE_PATH, type GroupHandlers } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
-import { petNotFound } from "../Domain/Errors.js"
+import { feedPositionGone, petNotFound } from "../Domain/Errors.js"
+import { formatPosition, resumeFrom, WAIT_DEFAULT } from "../Domain/Feed.js"
 import { LIMIT_DEFAULT } from "../Domain/Pet.js"
+import { RequestTimeoutConfig } from "../Operations/Deadlines.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
@@ -16,23 +18,33 @@ import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
 
+/**
+ * A long poll answers this long before `REQUEST_TIMEOUT`, which bounds every request (the engine answers 503 past it,
+ * and Bun's idle timeout is set just past it): its wait is cut to fit, with time left for its last read.
+ */
+export const FEED_WAIT_MARGIN_MILLIS = 2_000
+
 /** The pets group's registration: `HttpApiBuilder.group(ServedApi, "pets", registerPets)`. */
 export const registerPets = (handlers: GroupHandlers<"pets">) =>
   Effect.gen(function*() {
     const repo = yield* PetsRepo
     const idempotency = yield* Idempotency
+    const maxWaitMillis = Math.max(0, Duration.toMillis(yield* RequestTimeoutConfig) - FEED_WAIT_MARGIN_MILLIS)
     return handlers
       .handle("listPets", ({ urlParams }) =>
         Effect.gen(function*() {
           const limit = urlParams.limit ?? LIMIT_DEFAULT
           const page = yield* orUnavailable(repo.list({ ...urlParams, limit }))
+          const position = formatPosition(page.feed.database, page.feed.end)
           // A page filtered by id is the only one (`more` is false): the next page needs no id.
           if (page.more) {
             // The next page keeps the limit and the status filter.
             const next = new URLSearchParams({ limit: String(limit) })
             if (urlParams.status !== undefined) next.set("status", urlParams.status)
             next.set("after", String(page.pets.at(-1)!.id))
-            yield* addResponseHeaders({ link: `<${PETS_PATH}?${next}>; rel="next"` })
+            yield* addResponseHeaders({ "feed-position": position, link: `<${PETS_PATH}?${next}>; rel="next"` })
+          } else {
+            yield* addResponseHeaders({ "feed-position": position })
           }
           return page.pets
         }))
@@ -55,6 +67,25 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
           const location = `${PETS_PATH}/${pet.id}`
           yield* addResponseHeaders(_tag === "Created" ? { location } : { location, "idempotent-replayed": "true" })
           return pet
+        }))
+      // Resumes after a position of this database's feed (at most its end), `start` or `now`; else 410.
+      .handle("listPetChanges", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const feed = yield* orUnavailable(repo.feedEnd)
+          const after = resumeFrom(urlParams.after ?? "now", feed)
+          if (after === undefined) return yield* feedPositionGone()
+          const page = yield* orUnavailable(repo.follow(after, {
+            limit: urlParams.limit ?? LIMIT_DEFAULT,
+            status: urlParams.status,
+            millis: Math.min((urlParams.wait ?? WAIT_DEFAULT) * 1_000, maxWaitMillis)
+          }))
+          return {
+            changes: page.changes.map(({ pet, position }) => ({
+              position: formatPosition(feed.database, position),
+              pet
+            })),
+            next: formatPosition(feed.database, page.next)
+          }
         }))
       .handle("getPet", ({ path }) =>
         Effect.gen(function*() {

@@ -22,7 +22,8 @@ const EXPOSED_HEADERS = [
   "retry-after",
   "idempotent-replayed",
   "ratelimit-policy",
-  "ratelimit"
+  "ratelimit",
+  "feed-position"
 ].join(", ")
 
 /** The request headers a page may send besides the CORS-safelisted ones. */

@@ -1,0 +1,94 @@
+/**
+ * The change feed's schemas: the query of listPetChanges and its page. A position is an opaque token on the wire:
+ * `<database's feed id>.<position>`, where positions grow in commit order.
+ */
+import { Schema } from "effect"
+import { Limit, Pet, PetId, PetStatus, PositiveIntFromString } from "./Pet.js"
+
+export const WAIT_MIN = 1
+export const WAIT_MAX = 25
+export const WAIT_DEFAULT = 20
+
+/** The feed position of a list, on each of its 200 answers. */
+export const FEED_POSITION_HEADER = "Feed-Position"
+
+const POSITION_EXAMPLE = "4f2a9c01d3b7e865.42"
+
+export const FeedPosition = Schema.String.annotations({
+  identifier: "FeedPosition",
+  description: "An opaque position in the change feed: resume after it with `?after=`.",
+  examples: [POSITION_EXAMPLE]
+})
+
+/** The seconds a long poll waits for a change: one message for every value refused. */
+export const Wait = PositiveIntFromString.pipe(
+  Schema.compose(Schema.Int.pipe(Schema.between(WAIT_MIN, WAIT_MAX)))
+).annotations({
+  message: () => ({ message: `must be an integer from ${WAIT_MIN} to ${WAIT_MAX}`, override: true }),
+  jsonSchema: {
+    type: "integer",
+    minimum: WAIT_MIN,
+    maximum: WAIT_MAX,
+    default: WAIT_DEFAULT,
+    description: `Seconds to wait for a change before answering an empty page (${WAIT_MIN} to ${WAIT_MAX}, default ` +
+      `${WAIT_DEFAULT}; at most the server's REQUEST_TIMEOUT less 2 seconds).`,
+    examples: [WAIT_DEFAULT]
+  }
+})
+
+/** The query of listPetChanges. Unknown parameters are ignored. */
+export const ChangesQuery = Schema.Struct({
+  after: Schema.optional(Schema.String.annotations({
+    description: "Where to resume: a position (a page's `next`, a change's `position`, a list's `Feed-Position`), " +
+      "`start` (from the first pet) or `now` (the default: only what is created from now on).",
+    examples: ["now"]
+  })),
+  wait: Schema.optional(Wait),
+  limit: Schema.optional(Limit),
+  status: Schema.optional(PetStatus.annotations({ description: "Return only animals with this status." }))
+})
+export type ChangesQuery = typeof ChangesQuery.Type
+
+export const Change = Schema.Struct({
+  position: FeedPosition,
+  pet: Pet
+}).annotations({
+  identifier: "Change",
+  description: "A pet added to the catalogue, at its position in the feed."
+})
+
+export const Changes = Schema.Struct({
+  changes: Schema.Array(Change),
+  next: FeedPosition.annotations({
+    description: "Where the next request resumes (`?after=`): past every pet this page passed, filtered out or not."
+  })
+}).annotations({
+  identifier: "Changes",
+  description: "A page of the change feed, in commit order; empty when nothing came within `wait` seconds.",
+  examples: [{
+    changes: [{
+      position: POSITION_EXAMPLE,
+      pet: { id: PetId.make(42), name: "Rex", categoryId: 1, status: "available" }
+    }],
+    next: POSITION_EXAMPLE
+  }]
+})
+export type Changes = typeof Changes.Type
+
+/** A position on the wire: the database's feed id, a dot, the position. */
+export const formatPosition = (database: string, position: number): string => `${database}.${position}`
+
+const POSITION = /^([0-9a-f]{16})\.(0|[1-9][0-9]{0,15})$/
+
+/**
+ * Where `after` resumes, given the feed's database id and end: `start` is 0, `now` the end; a position of this
+ * database at most the end is itself. Anything else (malformed, another database's, ahead of the end): undefined.
+ */
+export const resumeFrom = (after: string, feed: { readonly database: string; readonly end: number }) => {
+  if (after === "now") return feed.end
+  if (after === "start") return 0
+  const parsed = POSITION.exec(after)
+  if (parsed === null || parsed[1] !== feed.database) return undefined
+  const position = Number(parsed[2])
+  return Number.isSafeInteger(position) && position <= feed.end ? position : undefined
+}
