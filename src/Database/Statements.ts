@@ -217,11 +217,20 @@ const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks
     : () => Effect.succeed(true)
   const inTransaction: Transaction = { query, tryLock }
   const snapshot = system === "postgresql" ? query(SNAPSHOT, []) : Effect.void
+  /**
+   * `withTransaction` dies when its COMMIT or ROLLBACK fails (a connection lost on the way): that is a database that
+   * does not answer, a `SqlError` as a statement's is, not a bug.
+   */
+  const withTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.catchAllDefect(
+      sql.withTransaction(effect),
+      (defect) => defect instanceof SqlError.SqlError ? Effect.fail(defect) : Effect.die(defect)
+    )
   const queryBoth: QueryBoth = (first, firstParams, second, secondParams, f) =>
-    sql.withTransaction(
+    withTransaction(
       Effect.zipRight(snapshot, Effect.zipWith(query(first, firstParams), query(second, secondParams), f))
     )
-  return { system, query, queryBoth, transaction: (body) => sql.withTransaction(body(inTransaction)) }
+  return { system, query, queryBoth, transaction: (body) => withTransaction(body(inTransaction)) }
 }
 
 export class Statements extends Effect.Service<Statements>()("Statements", {
