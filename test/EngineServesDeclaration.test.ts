@@ -3,7 +3,8 @@
  * middleware as the plain effects they are. A test-only API — a bodyless `DELETE` answering 204, a `PUT` with a
  * payload, a handler returning a response of its own, middleware that provides a service or is optional, handlers built
  * with `Effect.when`, `Effect.retry`, `Effect.timeout` and `Effect.zipRight` around synchronous SQLite statements — is
- * served through the engine and through the HttpApi app, and both give the answers Effect's documentation says.
+ * served through the engine and through the library's own server, and both give the answers Effect's documentation
+ * says.
  */
 import {
   HttpApi,

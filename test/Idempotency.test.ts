@@ -1,5 +1,5 @@
 /**
- * Idempotency-Key on createPet (draft-ietf-httpapi-idempotency-key-header-07), on each backend, through the HttpApi app.
+ * Idempotency-Key on createPet (draft-ietf-httpapi-idempotency-key-header-07), on each backend, through the engine.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Schema, TestClock } from "effect"

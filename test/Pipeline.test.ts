@@ -109,7 +109,7 @@ const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [stri
 
 describeBackends((backend) => {
   describe("pipeline", () => {
-    it.scoped("answers as the HttpApi app does", () =>
+    it.scoped("answers as the library's server does", () =>
       Effect.gen(function*() {
         // One database; each app built on its own (a build shares its router between the layers it builds).
         const database = Layer.succeedContext(yield* Layer.build(Sql.layer(yield* backend.freshDatabase)))

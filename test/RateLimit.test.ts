@@ -1,5 +1,5 @@
 /**
- * Per-key rate limits (draft-ietf-httpapi-ratelimit-headers-10), on each backend, through the HttpApi app. The fields
+ * Per-key rate limits (draft-ietf-httpapi-ratelimit-headers-10), on each backend, through the engine. The fields
  * are read with a Structured Fields parser, as a client would.
  */
 import { describe, expect, it } from "@effect/vitest"

@@ -1,7 +1,7 @@
 /**
  * The telemetry of every route, exported to a real OTLP receiver and scraped from `/metrics`: one server span per
- * request whoever serves it (the pipeline or the HttpApi app, whose own tracer is off), carrying `url.path` and never
- * the query string or a request header's value; no series either; a `traceparent` with an all-zero trace id or
+ * request whoever serves it (the pipeline or the platform's router, whose own tracer is off), carrying `url.path` and
+ * never the query string or a request header's value; no series either; a `traceparent` with an all-zero trace id or
  * uppercase hex is not adopted.
  */
 import { describe, expect, it } from "@effect/vitest"
