@@ -14,6 +14,7 @@ import {
   unavailable,
   unsupportedMediaType
 } from "./Domain/Errors.js"
+import { FEED_POSITION_HEADER } from "./Domain/Feed.js"
 import { IDEMPOTENCY_KEY_HEADER } from "./Domain/Idempotency.js"
 import { PetsApi, SUNSET } from "./Pets/Api.js"
 
@@ -22,7 +23,8 @@ const HEADERS: Record<string, Record<string, Record<string, string>>> = {
   listPets: {
     200: {
       Link: "RFC 8288 link to the next page (`rel=\"next\"`), present when more animals follow.",
-      "Feed-Position": "The change feed's position when the page was read: follow the animals added since with " +
+      [FEED_POSITION_HEADER]:
+        "The change feed's position when the page was read: follow the animals added since with " +
         "`GET /pets/changes?after=<Feed-Position>`."
     }
   },

@@ -7,7 +7,7 @@ import { Duration, Effect, Layer, Option } from "effect"
 import { BASE_PATH, type GroupHandlers } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { feedPositionGone, petNotFound } from "../Domain/Errors.js"
-import { formatPosition, resumeFrom, WAIT_DEFAULT } from "../Domain/Feed.js"
+import { FEED_POSITION_HEADER, formatPosition, resumeFrom, WAIT_DEFAULT } from "../Domain/Feed.js"
 import { LIMIT_DEFAULT } from "../Domain/Pet.js"
 import { RequestTimeoutConfig } from "../Operations/Deadlines.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
@@ -42,9 +42,9 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
             const next = new URLSearchParams({ limit: String(limit) })
             if (urlParams.status !== undefined) next.set("status", urlParams.status)
             next.set("after", String(page.pets.at(-1)!.id))
-            yield* addResponseHeaders({ "feed-position": position, link: `<${PETS_PATH}?${next}>; rel="next"` })
+            yield* addResponseHeaders({ [FEED_POSITION_HEADER]: position, link: `<${PETS_PATH}?${next}>; rel="next"` })
           } else {
-            yield* addResponseHeaders({ "feed-position": position })
+            yield* addResponseHeaders({ [FEED_POSITION_HEADER]: position })
           }
           return page.pets
         }))

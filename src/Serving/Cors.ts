@@ -8,6 +8,7 @@
  * (`HttpApiBuilder.middlewareCors` answers every `OPTIONS`, an unknown path's too, with one fixed list of methods, and
  * leaves `Vary` off answers to an origin it does not allow: these rules are the route table's and the cache's.)
  */
+import { FEED_POSITION_HEADER } from "../Domain/Feed.js"
 import * as Refusals from "./Refusals.js"
 
 /** The response headers a browser client may read. */
@@ -23,7 +24,7 @@ const EXPOSED_HEADERS = [
   "idempotent-replayed",
   "ratelimit-policy",
   "ratelimit",
-  "feed-position"
+  FEED_POSITION_HEADER
 ].join(", ")
 
 /** The request headers a page may send besides the CORS-safelisted ones. */
