@@ -5,9 +5,9 @@
  * middleware run before the decoded request is looked at (an unauthenticated request is a 401 whatever its query), a
  * failure is encoded as the endpoint declares it, and the headers the request's effects added
  * (`ResponseHeaders.addResponseHeaders`) and the platform's pre-response handlers apply to the answer, whatever its
- * outcome. A failure nobody declared, or
- * any defect, is a 500 logged with its whole cause; an interrupted request is answered for what interrupted it: the
- * deadline (503), the client going away, the server's scope closing (503, shutting down).
+ * outcome. A failure nobody declared, or any defect, is a 500 logged with its whole cause; an interrupted request is
+ * answered for what interrupted it: the deadline (503), the client going away (499), the server's scope closing (503,
+ * shutting down).
  *
  * The fiber starts with a context of the request's own over the registration's (`Registration.ts`): the request, the
  * annotations its log lines carry (its request id for every fiber it starts: the runtime's loggers read it there,
