@@ -3,7 +3,8 @@
  * `routes`) and what the tests call in-process. Its stages, in order, for every request whichever way Bun routed it:
  *
  *   head and target gate → route table (404) → CORS preflight → 405 → body gate → the endpoint's pipeline (or, for the
- *   server's own routes, the platform's router) → the server's headers (request id, protective headers, CORS) → the log line.
+ *   server's own routes, the platform's router) → the server's headers (request id, protective headers, CORS) → the log
+ *   line.
  */
 import { randomUUID } from "node:crypto"
 import type { ObservabilityHooks, RequestObservation } from "../Observability/Hooks.js"
