@@ -14,9 +14,10 @@ import {
   unavailable,
   unsupportedMediaType
 } from "./Domain/Errors.js"
-import { FEED_POSITION_HEADER } from "./Domain/Feed.js"
+import { FEED_POSITION_HEADER, LAST_EVENT_ID_HEADER } from "./Domain/Feed.js"
 import { IDEMPOTENCY_KEY_HEADER } from "./Domain/Idempotency.js"
 import { PetsApi, SUNSET } from "./Pets/Api.js"
+import * as ServerSentEvents from "./ServerSentEvents.js"
 
 /** Response headers, which HttpApi has no declaration for, by operation and status (`*`: every response). */
 const HEADERS: Record<string, Record<string, Record<string, string>>> = {
@@ -43,6 +44,26 @@ const HEADERS: Record<string, Record<string, Record<string, string>>> = {
     }
   }
 }
+/** The request headers HttpApi declares, by their lower-case name, as the document spells them. */
+const HEADER_SPELLING: Record<string, string> = Object.fromEntries(
+  [IDEMPOTENCY_KEY_HEADER, LAST_EVENT_ID_HEADER].map((name) => [name.toLowerCase(), name])
+)
+
+/** The operations that answer Server-Sent Events to `Accept: text/event-stream`: their 200's event stream. */
+const EVENT_STREAMS: Record<string, { readonly schema: unknown; readonly example: string }> = {
+  listPetChanges: {
+    schema: {
+      type: "string",
+      description: "Server-Sent Events: `retry:`, then per animal added `id: <position>`, `event: created`, " +
+        "`data: <Pet>`; `id: <position>` alone for one the `status` filter passes over; `: heartbeat` comments; " +
+        "`event: reset` (data: the 410 `Error`) for a position the feed cannot resume from, `event: error` (data: an " +
+        "`Error`: `slow_consumer`, `unauthorized` once the key is revoked, `unavailable`) before the stream ends."
+    },
+    example: "retry: 2000\n\nid: 4f2a9c01d3b7e865.42\nevent: created\n" +
+      "data: {\"id\":42,\"name\":\"Rex\",\"categoryId\":1,\"status\":\"available\"}\n\n"
+  }
+}
+
 /** With `RATE_LIMIT` set, every answer to an authenticated request states the quota. */
 const RATE_LIMIT_HEADERS = {
   "RateLimit-Policy": "With `RATE_LIMIT` set: the API key's quota, `\"default\";q=<requests>;w=<window in seconds>` " +
@@ -97,9 +118,10 @@ const finishDocument = (doc: Record<string, any>) => {
       const id: string = op.operationId
       // HttpApi declares header parameters in lower case, as requests carry them; the document uses their usual spelling.
       for (const parameter of op.parameters ?? []) {
-        if (parameter.in === "header" && parameter.name === IDEMPOTENCY_KEY_HEADER.toLowerCase()) {
-          parameter.name = IDEMPOTENCY_KEY_HEADER
-        }
+        if (parameter.in === "header") parameter.name = HEADER_SPELLING[parameter.name] ?? parameter.name
+      }
+      if (EVENT_STREAMS[id] !== undefined) {
+        op.responses["200"].content[ServerSentEvents.CONTENT_TYPE] = EVENT_STREAMS[id]
       }
       withExample(op.requestBody?.content?.["application/json"])
       for (const [status, response] of Object.entries<any>(op.responses ?? {})) {

@@ -261,9 +261,19 @@ describe("OpenAPI document", () => {
     const header = parameter(createPet(), "Idempotency-Key", "header")
     expect(header.required).not.toBe(true)
     expect(resolve(header.schema)).toMatchObject({ type: "string", minLength: 1 })
-    for (const op of [listPets(), getPet(), listPetChanges()]) {
+    for (const op of [listPets(), getPet()]) {
       expect((op.parameters ?? []).filter((p: Json) => p.in === "header"), op.operationId).toEqual([])
     }
+  })
+
+  it("declares the change feed's two media types and its optional Last-Event-ID header", () => {
+    expect(Object.keys(listPetChanges().responses["200"].content).sort()).toEqual([
+      "application/json",
+      "text/event-stream"
+    ])
+    expect(listPetChanges().responses["200"].content["text/event-stream"].example).toMatch(/^retry: \d+\n\nid: /)
+    expect(parameter(listPetChanges(), "Last-Event-ID", "header").required).not.toBe(true)
+    expect(listPetChanges().responses["429"]).toBeDefined()
   })
 
   it("names the idempotency and rate-limit errors' statuses", () => {

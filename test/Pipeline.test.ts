@@ -228,9 +228,7 @@ describe("pipeline, logs", () => {
         createOnce: fail,
         releaseExpired: fail,
         findById: fail,
-        list: fail,
-        feedEnd: fail(),
-        follow: fail
+        list: fail
       })
     )
   }
@@ -405,9 +403,7 @@ describe("the answers the pipeline gives itself", () => {
             createOnce: boom,
             releaseExpired: boom,
             findById: boom,
-            list: boom,
-            feedEnd: boom(),
-            follow: boom
+            list: boom
           })
         ),
         database

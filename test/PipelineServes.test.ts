@@ -102,8 +102,6 @@ describe("requests that end early", () => {
         create: () => Effect.never,
         createOnce: () => Effect.never,
         releaseExpired: () => Effect.never,
-        feedEnd: Effect.never,
-        follow: () => Effect.never,
         list: () =>
           Deferred.succeed(started, undefined).pipe(
             Effect.zipRight(Effect.never),

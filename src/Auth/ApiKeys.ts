@@ -5,7 +5,7 @@
  * process at once.
  */
 import type { SqlError } from "@effect/sql"
-import { Clock, Duration, Effect, Option, Redacted } from "effect"
+import { Cache, Clock, Duration, Effect, Option, Redacted, Schedule } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { type ApiKeyId, type AuthenticatedKey, KEY_PREFIX } from "../Domain/ApiKey.js"
 import { ApiKeysRepo } from "./Repo.js"
@@ -89,12 +89,24 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       if (passed.size >= MAX_REMEMBERED) passed.delete(passed.keys().next().value!)
       passed.set(text, entry)
     }
+    /**
+     * The keys' records for `whenRevoked`, by id: one read per key every RECHECK_AFTER, however many wait on it. (Here
+     * Effect's `Cache` fits: a record, not a verdict, is kept, and only for ids that have a stream open.)
+     */
+    const records = yield* Cache.make({
+      capacity: MAX_REMEMBERED,
+      timeToLive: RECHECK_AFTER,
+      lookup: (id: ApiKeyId) => repo.findById(id)
+    })
     /** Forgets the key with this id, and makes the checks under way when it is called remember nothing. */
     const forget = (id: ApiKeyId) =>
-      Effect.sync(() => {
-        revocations++
-        for (const [text, entry] of passed) if (entry.id === id) passed.delete(text)
-      })
+      Effect.zipRight(
+        Effect.sync(() => {
+          revocations++
+          for (const [text, entry] of passed) if (entry.id === id) passed.delete(text)
+        }),
+        records.invalidate(id)
+      )
 
     /** Uses not written yet: by key id, the time of the first use since the last write. */
     const unwritten = new Map<ApiKeyId, string>()
@@ -140,6 +152,18 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       )
 
     /**
+     * Completes once the key with this id is revoked (or gone): within RECHECK_AFTER of a revocation made here, within
+     * twice that of one made by another process. A read that fails is tried again at the next look.
+     */
+    const whenRevoked = (id: ApiKeyId): Effect.Effect<void> =>
+      records.get(id).pipe(
+        Effect.map((found) => Option.isNone(found) || found.value.revokedAt !== null),
+        Effect.orElseSucceed(() => false),
+        Effect.repeat({ until: (revoked) => revoked, schedule: Schedule.spaced(RECHECK_AFTER) }),
+        Effect.asVoid
+      )
+
+    /**
      * The key a bearer token stands for, if it is a known, unrevoked key. Runs on every request: without a span (a
      * span per request costs more than the lookup itself).
      */
@@ -167,7 +191,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         })
       })
 
-    return { create, list: repo.list, revoke, authenticate, writeLastUsed } as const
+    return { create, list: repo.list, revoke, authenticate, whenRevoked, writeLastUsed } as const
   }),
   dependencies: [ApiKeysRepo.Default]
 }) {}

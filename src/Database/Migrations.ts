@@ -4,6 +4,7 @@
  */
 import { Migrator, SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
+import { FEED_CHANNEL } from "./Notifications.js"
 
 /** A database's feed id: 16 hex digits at random, made once (and again by a restore: the catalogue is replaced). */
 export const newFeedId = (): string => Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")
@@ -122,7 +123,25 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         }),
       orElse: () => Effect.void
     })
-  })
+  }),
+  /**
+   * PostgreSQL: a statement that inserts pets notifies `FEED_CHANNEL` (`Notifications.ts`), delivered when it commits,
+   * so that every replica's change feed wakes at once rather than at its next look. A wake-up only: the feed reads the
+   * table.
+   */
+  "0008_feed_notifies": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.onDialectOrElse({
+      pg: () =>
+        Effect.zipRight(
+          sql.unsafe(`CREATE FUNCTION pets_notify_feed() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              PERFORM pg_notify('${FEED_CHANNEL}', '');
+              RETURN NULL;
+            END $$`),
+          sql`CREATE TRIGGER pets_feed_notify AFTER INSERT ON pets FOR EACH STATEMENT EXECUTE FUNCTION pets_notify_feed()`
+        ),
+      orElse: () => Effect.void
+    }))
 }
 
 const runMigrations = Migrator.make({})({ loader: Migrator.fromRecord(migrations) })

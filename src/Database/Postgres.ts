@@ -7,9 +7,10 @@
  * does not exist) fails at once. Either way the layer fails naming the server, never the password.
  */
 import { type Migrator, type SqlClient, SqlError } from "@effect/sql"
-import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema, Stream } from "effect"
 import { Observability, type PoolState } from "../Observability/Hooks.js"
 import { MigrationsLive } from "./Migrations.js"
+import { Notifications } from "./Notifications.js"
 import type { PostgresTimeouts } from "./Sql.js"
 
 /** The start-up gave up: PostgreSQL was not ready in time. The message names the server, never the password. */
@@ -196,7 +197,13 @@ export const layer = (
   const client = Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("@effect/sql-pg")),
-      ({ PgClient }) => PgClient.layerFromPool({ acquire: pool(value, timeouts) })
+      ({ PgClient }) =>
+        Layer.effect(
+          Notifications,
+          Effect.map(PgClient.PgClient, (pg) => ({
+            listen: (channel: string) => Stream.map(pg.listen(channel), () => undefined)
+          }))
+        ).pipe(Layer.provideMerge(PgClient.layerFromPool({ acquire: pool(value, timeouts) })))
     )
   )
   return MigrationsLive.pipe(

@@ -23,6 +23,8 @@ export type ErrorCode =
   | "idempotency_key_in_use"
   | "idempotency_key_reused"
   | "feed_position_gone"
+  | "too_many_streams"
+  | "slow_consumer"
   | "rate_limited"
   | "header_too_large"
   | "uri_too_long"
@@ -40,6 +42,7 @@ export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaTyp
 export class IdempotencyKeyInUse extends Schema.TaggedError<IdempotencyKeyInUse>()("IdempotencyKeyInUse", fields) {}
 export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", fields) {}
 export class FeedPositionGone extends Schema.TaggedError<FeedPositionGone>()("FeedPositionGone", fields) {}
+export class TooManyStreams extends Schema.TaggedError<TooManyStreams>()("TooManyStreams", fields) {}
 export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields) {}
 
@@ -65,6 +68,13 @@ export const feedPositionGone = () =>
     code: "feed_position_gone",
     message: "The feed cannot resume from this position (malformed, from another database, or ahead of the feed); " +
       "list the pets again and follow from the list's Feed-Position."
+  })
+
+export const tooManyStreams = (limit: number) =>
+  new TooManyStreams({
+    code: "too_many_streams",
+    message: `This API key has ${limit} change streams open, as many as it may (FEED_STREAMS_PER_KEY); close one, ` +
+      `or retry after Retry-After seconds.`
   })
 
 export const rateLimited = (seconds: number) =>
@@ -134,6 +144,11 @@ export const FeedPositionGoneResponse = wire(
   FeedPositionGone,
   410,
   "The feed cannot resume from this position: list again and follow from the list's `Feed-Position`."
+)
+export const TooManyStreamsResponse = wire(
+  TooManyStreams,
+  429,
+  "The API key has as many change streams open as it may (`FEED_STREAMS_PER_KEY`); retry after `Retry-After` seconds."
 )
 export const RateLimitedResponse = wire(
   RateLimited,

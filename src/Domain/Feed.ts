@@ -36,6 +36,17 @@ export const Wait = PositiveIntFromString.pipe(
   }
 })
 
+/** The header an `EventSource` resumes with: the id of the last event it received, a position. */
+export const LAST_EVENT_ID_HEADER = "Last-Event-ID"
+
+/** The headers of listPetChanges, as HttpApi reads them: `LAST_EVENT_ID_HEADER` in lower case. */
+export const ChangesHeaders = Schema.Struct({
+  "last-event-id": Schema.optional(FeedPosition.annotations({
+    description: "An event stream's resume point, as `EventSource` sends it when it reconnects: the id of the last " +
+      "event received. It takes the place of `after`."
+  }))
+})
+
 /** The query of listPetChanges. Unknown parameters are ignored. */
 export const ChangesQuery = Schema.Struct({
   after: Schema.optional(Schema.String.annotations({

@@ -1,5 +1,10 @@
-/** Serving, or draining after SIGTERM/SIGINT (readiness answers 503 while the requests in flight are completed). */
-import { Effect, Metric, Ref } from "effect"
+/**
+ * Serving, or draining after SIGTERM/SIGINT: readiness answers 503 while the listener still serves for `SHUTDOWN_DELAY`,
+ * then it stops accepting and the requests in flight are completed. Responses that last (the change feed's event
+ * streams) end when it stops accepting, so that their clients reconnect to another replica and the drain does not wait
+ * for them.
+ */
+import { Deferred, Effect, Metric, Ref } from "effect"
 
 /** The same state as a metric (`/metrics`, OTLP): 1 once the drain has started. */
 export const drainingGauge = Metric.gauge("petstore_draining", {
@@ -7,8 +12,16 @@ export const drainingGauge = Metric.gauge("petstore_draining", {
 })
 
 export class Lifecycle extends Effect.Service<Lifecycle>()("Lifecycle", {
-  effect: Effect.map(Ref.make(false), (draining) => ({
-    draining: Ref.get(draining),
-    startDrain: Effect.zipRight(Ref.set(draining, true), Metric.set(drainingGauge, 1))
-  }))
+  effect: Effect.gen(function*() {
+    const draining = yield* Ref.make(false)
+    const stopping = yield* Deferred.make<void>()
+    return {
+      draining: Ref.get(draining),
+      startDrain: Effect.zipRight(Ref.set(draining, true), Metric.set(drainingGauge, 1)),
+      /** The listener stops accepting connections. */
+      stopAccepting: Deferred.succeed(stopping, undefined),
+      /** Waits until the listener stops accepting connections. */
+      stoppedAccepting: Deferred.await(stopping)
+    }
+  })
 }) {}

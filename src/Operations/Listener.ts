@@ -138,6 +138,8 @@ export const ListenerLive = (options: ListenOptions) =>
           if (Duration.toMillis(options.shutdownDelay) > 0) {
             yield* Effect.sleep(options.shutdownDelay)
           }
+          // The event streams end now: what is left in flight are requests.
+          yield* lifecycle.stopAccepting
           yield* Effect.logInfo("draining").pipe(Effect.annotateLogs("inFlight", server.pendingRequests))
           // A finalizer is uninterruptible: the wait is made interruptible so that the timeout can end it.
           const drained = yield* Effect.promise(() =>

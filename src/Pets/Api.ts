@@ -11,10 +11,11 @@ import {
   IdempotencyKeyReusedResponse,
   NotFoundResponse,
   PayloadTooLargeResponse,
+  TooManyStreamsResponse,
   UnavailableResponse,
   UnsupportedMediaTypeResponse
 } from "../Domain/Errors.js"
-import { Changes, ChangesQuery, WAIT_MAX } from "../Domain/Feed.js"
+import { Changes, ChangesHeaders, ChangesQuery, WAIT_MAX } from "../Domain/Feed.js"
 import { CreatePetHeaders } from "../Domain/Idempotency.js"
 import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
 
@@ -63,17 +64,23 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
   .add(
     HttpApiEndpoint.get("listPetChanges", "/pets/changes")
       .setUrlParams(ChangesQuery)
+      .setHeaders(ChangesHeaders)
       .addSuccess(Changes)
       .addError(BadRequestResponse)
       .addError(FeedPositionGoneResponse)
+      .addError(TooManyStreamsResponse)
       .annotate(OpenApi.Summary, "Follow the animals added")
       .annotate(
         OpenApi.Description,
-        "A long poll of the change feed: the animals added after `after`, in commit order (the same order on " +
-          "every replica), answered as soon as one is there, or empty after `wait` seconds (at most " +
-          `${WAIT_MAX}, and at most the server's REQUEST_TIMEOUT less 2 seconds). Resume with the page's \`next\`: ` +
-          "every animal is delivered once, none is skipped. `GET /pets` answers its `Feed-Position`: list, then " +
-          "follow from there. A position the feed cannot resume from is a 410 `feed_position_gone`."
+        "The change feed: the animals added after `after`, in commit order (the same order on every replica), each " +
+          "delivered once, none skipped. `GET /pets` answers its `Feed-Position`: list, then follow from there.\n\n" +
+          "With `Accept: text/event-stream`, Server-Sent Events: an event `created` per animal (`id:` its " +
+          "position, `data:` the animal), an id-only event for one a `status` filter passes over, a comment at " +
+          "least every 15 seconds; `EventSource` resumes by itself (`Last-Event-ID`). A position the feed cannot " +
+          "resume from is an `event: reset` (data: the 410 error), then the stream ends.\n\n" +
+          "Otherwise a long poll: a page answered as soon as an animal is there, or empty after `wait` seconds " +
+          `(at most ${WAIT_MAX}, and at most the server's REQUEST_TIMEOUT less 2 seconds); resume with the page's ` +
+          "`next`. A position the feed cannot resume from is a 410 `feed_position_gone`."
       )
   )
   .add(

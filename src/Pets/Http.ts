@@ -3,6 +3,7 @@
  * repository, and adds the headers the contract gives the answer (`Location`, `Link`, `Idempotent-Replayed`, a 409's
  * `Retry-After`, the deprecation headers).
  */
+import { HttpServerRequest } from "@effect/platform"
 import { Duration, Effect, Layer, Option } from "effect"
 import { BASE_PATH, type GroupHandlers } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
@@ -11,8 +12,11 @@ import { FEED_POSITION_HEADER, formatPosition, resumeFrom, WAIT_DEFAULT } from "
 import { LIMIT_DEFAULT } from "../Domain/Pet.js"
 import { RequestTimeoutConfig } from "../Operations/Deadlines.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
+import * as ServerSentEvents from "../ServerSentEvents.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
+import { PetsFeed } from "./Feed.js"
+import { FeedEvents } from "./FeedEvents.js"
 import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
 import { PetsRepo } from "./Repo.js"
 
@@ -29,6 +33,8 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
   Effect.gen(function*() {
     const repo = yield* PetsRepo
     const idempotency = yield* Idempotency
+    const feed = yield* PetsFeed
+    const feedEvents = yield* FeedEvents
     const maxWaitMillis = Math.max(0, Duration.toMillis(yield* RequestTimeoutConfig) - FEED_WAIT_MARGIN_MILLIS)
     return handlers
       .handle("listPets", ({ urlParams }) =>
@@ -68,23 +74,28 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
           yield* addResponseHeaders(_tag === "Created" ? { location } : { location, "idempotent-replayed": "true" })
           return pet
         }))
-      // Resumes after a position of this database's feed (at most its end), `start` or `now`; else 410.
-      .handle("listPetChanges", ({ urlParams }) =>
+      // Resumes after a position of this database's feed (at most its end), `start` or `now`; else 410. With
+      // `Accept: text/event-stream`, an event stream (`FeedEvents.ts`).
+      .handle("listPetChanges", ({ headers, urlParams }) =>
         Effect.gen(function*() {
-          const feed = yield* orUnavailable(repo.feedEnd)
-          const after = resumeFrom(urlParams.after ?? "now", feed)
+          const end = yield* orUnavailable(feed.feedEnd)
+          const request = yield* HttpServerRequest.HttpServerRequest
+          if (ServerSentEvents.accepts(request.headers.accept)) {
+            return yield* feedEvents.stream(headers["last-event-id"] ?? urlParams.after ?? "now", end, urlParams.status)
+          }
+          const after = resumeFrom(urlParams.after ?? "now", end)
           if (after === undefined) return yield* feedPositionGone()
-          const page = yield* orUnavailable(repo.follow(after, {
+          const page = yield* orUnavailable(feed.follow(after, {
             limit: urlParams.limit ?? LIMIT_DEFAULT,
             status: urlParams.status,
             millis: Math.min((urlParams.wait ?? WAIT_DEFAULT) * 1_000, maxWaitMillis)
           }))
           return {
             changes: page.changes.map(({ pet, position }) => ({
-              position: formatPosition(feed.database, position),
+              position: formatPosition(end.database, position),
               pet
             })),
-            next: formatPosition(feed.database, page.next)
+            next: formatPosition(end.database, page.next)
           }
         }))
       .handle("getPet", ({ path }) =>
@@ -105,5 +116,13 @@ export const DeprecationLive = Layer.succeed(
   })
 )
 
-/** What the registration needs: the repository, idempotent creates, and the middleware of the group's endpoints. */
-export const PetsDependencies = Layer.mergeAll(Idempotency.Default, DeprecationLive)
+/**
+ * What the registration needs besides the repository: idempotent creates, the change feed, and the middleware of the
+ * group's endpoints.
+ */
+export const PetsDependencies = Layer.mergeAll(
+  Idempotency.Default,
+  PetsFeed.Default,
+  FeedEvents.Default,
+  DeprecationLive
+)

@@ -1,14 +1,15 @@
 /**
  * The catalogue's storage: standard SQL (`INSERT … RETURNING`, keyset pages on the primary key), the same statements
  * on both backends (`Statements.ts` runs them) but for pruning expired idempotency records: SQLite walks the ids,
- * PostgreSQL uses its index on the expiry (migration 0006); and for the change feed's position (migration 0007): on
- * SQLite a pet's id, on PostgreSQL its `position`, which a trigger takes from `feed_counter` as the pet is inserted.
+ * PostgreSQL uses its index on the expiry (migration 0006). A list also answers where the change feed ends
+ * (`Feed.ts`), read in the same snapshot; a create wakes the feed's followers.
  */
 import type { SqlError } from "@effect/sql"
-import { Clock, Duration, Effect, Option, Queue, Ref, Stream, SubscriptionRef } from "effect"
+import { Effect, Option, Ref } from "effect"
 import type { PruneStep } from "../Database/Pruning.js"
 import { statement, Statements } from "../Database/Statements.js"
 import type { NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
+import { type FeedEnd, feedEndOf, type FeedRow, feedStatementsOn, PetsFeed } from "./Feed.js"
 
 export interface ListOptions {
   /** Only the pet with this id (a page of at most one). */
@@ -24,19 +25,6 @@ export interface Page {
   readonly more: boolean
   /** The end of the change feed in the snapshot the page was read in. */
   readonly feed: FeedEnd
-}
-
-/** Where the change feed ends: the database's feed id and the last committed position (0: no pet yet). */
-export interface FeedEnd {
-  readonly database: string
-  readonly end: number
-}
-
-/** Pets created after a position, in commit order. */
-export interface FeedPage {
-  readonly changes: ReadonlyArray<{ readonly position: number; readonly pet: Pet }>
-  /** Past every pet read, matching the filter or not. */
-  readonly next: number
 }
 
 /** A create sent with an `Idempotency-Key`. */
@@ -76,33 +64,6 @@ const INSERT_ONCE = statement<
   VALUES (?, ?, ?, ?, ?, ?)
   ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING ${COLUMNS}`)
-/** How many pets a feed read scans at a time, and at most per read (a status filter may pass over many). */
-const SCAN_BATCH = 100
-const SCAN_MAX = 1_000
-/** How often a process that has long polls waiting looks for pets other processes (replicas) created. */
-const CHECK_EVERY = Duration.millis(200)
-
-interface FeedRow {
-  readonly database: string
-  readonly end: number
-}
-const feedEndOf = (rows: Array<FeedRow>): FeedEnd => ({ database: rows[0].database, end: Number(rows[0].end) })
-
-/**
- * The statements that name the feed's position: `id` on SQLite, `position` on PostgreSQL. The end is a look at the
- * last entry of the position's index, the feed id one row.
- */
-const feedStatements = (position: "id" | "position") => ({
-  END: statement<FeedRow>(
-    `SELECT (SELECT id FROM feed_meta) AS "database", coalesce(max(${position}), 0) AS "end" FROM pets`
-  ),
-  CHANGES: statement<Pet & { readonly position: number }, [after: number, limit: number]>(
-    `SELECT ${position} AS "position", ${COLUMNS} FROM pets WHERE ${position} > ? ORDER BY ${position} LIMIT ?`
-  )
-})
-const ON_SQLITE = feedStatements("id")
-const ON_POSTGRESQL = feedStatements("position")
-
 /** The pet whose record holds a key. */
 const SELECT_HOLDER = statement<Pet & { readonly expiresAt: number }, [key: string, scope: string]>(
   `SELECT ${COLUMNS}, idempotency_expires_at AS "expiresAt" FROM pets WHERE idempotency_key = ? AND idempotency_scope = ?`
@@ -128,31 +89,11 @@ const firstRow = <Row>(rows: Array<Row>) => Option.fromNullable(rows[0])
 const inUse: CreateOnceResult = { _tag: "InUse" }
 
 export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
-  dependencies: [Statements.Default],
+  dependencies: [Statements.Default, PetsFeed.Default],
   scoped: Effect.gen(function*() {
     const { query, queryBoth, system, transaction } = yield* Statements
-    const onPostgres = system === "postgresql"
-    const feed = onPostgres ? ON_POSTGRESQL : ON_SQLITE
-
-    /**
-     * The change feed's end as this process last read it, which long polls wait on. While any waits, it is read again
-     * when this process creates a pet and every CHECK_EVERY (for the other replicas' pets): one read per wake-up,
-     * shared by every waiting long poll. With none waiting, creates do not read it.
-     */
-    const known = yield* SubscriptionRef.make(0)
-    const waiting = yield* SubscriptionRef.make(0)
-    const created = yield* Queue.sliding<void>(1)
-    const readEnd = query(feed.END, [], feedEndOf)
-    const learn = (end: FeedEnd) => SubscriptionRef.update(known, (last) => Math.max(last, end.end))
-    const hasWaiting = Effect.map(SubscriptionRef.get(waiting), (n) => n > 0)
-    // Idle (nobody waiting) it waits for a long poll, not on a timer.
-    yield* waiting.changes.pipe(Stream.filter((n) => n > 0), Stream.runHead).pipe(
-      Effect.zipRight(Effect.race(Queue.take(created), Effect.sleep(CHECK_EVERY))),
-      Effect.zipRight(Effect.ignore(Effect.flatMap(readEnd, learn))),
-      Effect.forever,
-      Effect.forkScoped
-    )
-    const announce = Effect.whenEffect(Queue.offer(created, undefined), hasWaiting)
+    const feed = feedStatementsOn(system)
+    const { announce } = yield* PetsFeed
 
     /** Adds a pet; the returned row is durably committed before this succeeds. */
     const create = (pet: NewPet): Effect.Effect<Pet, SqlError.SqlError> =>
@@ -246,81 +187,6 @@ export class PetsRepo extends Effect.Service<PetsRepo>()("Pets/Repo", {
         : queryBoth(PAGE_BY_STATUS, [status, after, limit + 1], feed.END, [], page)
     }
 
-    /** Where the feed ends now (and this process learns it). */
-    const feedEnd: Effect.Effect<FeedEnd, SqlError.SqlError> = Effect.tap(readEnd, learn)
-
-    /**
-     * The pets created after `after`, in commit order: up to `limit` with the status, scanning at most SCAN_MAX pets;
-     * `next` is past the last pet returned, or past every pet scanned when fewer matched.
-     */
-    const changesAfter = (
-      after: number,
-      limit: number,
-      status: PetStatus | undefined
-    ): Effect.Effect<FeedPage, SqlError.SqlError> =>
-      Effect.gen(function*() {
-        const changes: Array<FeedPage["changes"][number]> = []
-        let next = after
-        for (let scanned = 0; scanned < SCAN_MAX;) {
-          const rows = yield* query(feed.CHANGES, [next, SCAN_BATCH])
-          for (const { position, ...pet } of rows) {
-            next = Number(position)
-            if (status === undefined || pet.status === status) {
-              changes.push({ position: next, pet })
-              if (changes.length === limit) return { changes, next }
-            }
-          }
-          scanned += rows.length
-          if (rows.length < SCAN_BATCH) break
-        }
-        return { changes, next }
-      })
-
-    /**
-     * Waits until this process knows of a position past `after`, at most `millis`: true when it does. While it waits,
-     * the feed's end is read on every create of this process and every CHECK_EVERY.
-     */
-    const awaitPast = (after: number, millis: number): Effect.Effect<boolean> =>
-      Effect.acquireUseRelease(
-        SubscriptionRef.update(waiting, (n) => n + 1),
-        () =>
-          known.changes.pipe(
-            Stream.filter((end) => end > after),
-            Stream.runHead,
-            Effect.timeoutTo({
-              duration: Duration.millis(Math.max(0, millis)),
-              onSuccess: Option.isSome,
-              onTimeout: () => false
-            })
-          ),
-        () => SubscriptionRef.update(waiting, (n) => n - 1)
-      )
-
-    /**
-     * A long poll: the pets after `after` (a position at most the feed's end), as soon as one matches, or none once
-     * `millis` have passed; `next` advances past the pets that did not match meanwhile.
-     */
-    const follow = (
-      after: number,
-      options: { readonly limit: number; readonly status: PetStatus | undefined; readonly millis: number }
-    ): Effect.Effect<FeedPage, SqlError.SqlError> =>
-      Effect.gen(function*() {
-        const deadline = (yield* Clock.currentTimeMillis) + options.millis
-        let next = after
-        while (true) {
-          if ((yield* SubscriptionRef.get(known)) > next) {
-            const page = yield* changesAfter(next, options.limit, options.status)
-            if (page.changes.length > 0) return page
-            next = page.next
-          }
-          const left = deadline - (yield* Clock.currentTimeMillis)
-          // Nothing matched in time: `next` is past what was passed over meanwhile.
-          if (left <= 0) return { changes: [], next }
-          // Woken or not, the feed is looked at once more before answering.
-          yield* awaitPast(next, left)
-        }
-      })
-
-    return { create, createOnce, releaseExpired, findById, list, feedEnd, follow }
+    return { create, createOnce, releaseExpired, findById, list }
   })
 }) {}

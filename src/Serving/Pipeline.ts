@@ -111,10 +111,14 @@ const finishAnswer = (
   const run = (response: HttpServerResponse.HttpServerResponse) =>
     Option.isNone(handler) ? Effect.succeed(response) : Effect.orDie(handler.value(request, response))
   if (HttpServerResponse.isServerResponse(made)) {
-    return Effect.map(run(HttpServerResponse.setHeaders(made, added)), (response) => ({
-      response: HttpServerResponse.toWeb(response),
-      annotations
-    }))
+    return Effect.flatMap(run(HttpServerResponse.setHeaders(made, added)), (response) =>
+      response.body._tag === "Stream"
+        // A streamed body runs as the request did: with its services, its log annotations, its span.
+        ? Effect.map(Effect.runtime<never>(), (runtime) => ({
+          response: HttpServerResponse.toWeb(response, { runtime }),
+          annotations
+        }))
+        : Effect.succeed({ response: HttpServerResponse.toWeb(response), annotations }))
   }
   Object.assign(made.headers, added)
   if (Option.isNone(handler)) return Effect.succeed(made)

@@ -8,6 +8,7 @@ import { type HttpApi, HttpApiBuilder, HttpServer } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { ServedApi } from "../../src/Api.js"
 import { AuthorizationLive } from "../../src/Auth/Http.js"
+import { Lifecycle } from "../../src/Operations/Lifecycle.js"
 import { PetsDependencies, registerPets } from "../../src/Pets/Http.js"
 import { withResponseHeaders } from "../../src/ResponseHeaders.js"
 
@@ -26,7 +27,8 @@ export const referenceServer = <E>(api: Layer.Layer<HttpApi.Api, E>) =>
 /** petstore's API as the library serves it, given the repositories, the API keys and the SQL client. */
 export const PetstoreReference = HttpApiBuilder.api(ServedApi).pipe(
   Layer.provide(HttpApiBuilder.group(ServedApi, "pets", registerPets)),
-  Layer.provide([PetsDependencies, AuthorizationLive])
+  Layer.provide([PetsDependencies, AuthorizationLive]),
+  Layer.provide(Lifecycle.Default)
 )
 
 /** What the server adds around what `HttpApiBuilder` defines, left out of a comparison. */

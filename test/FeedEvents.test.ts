@@ -1,0 +1,191 @@
+/**
+ * The change feed as Server-Sent Events (`Accept: text/event-stream`), in process, on SQLite and PostgreSQL: the
+ * events and their ids, the id-only blocks of a filtered stream, resuming with `Last-Event-ID`, `event: reset`, the
+ * per-key and per-process limits, a revoked key, a client that does not read, and the drain.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect } from "effect"
+import { ApiKeys } from "../src/Auth/ApiKeys.js"
+import { keyIdOf } from "../src/Auth/ApiKeys.js"
+import { Lifecycle } from "../src/Operations/Lifecycle.js"
+import { QUEUE_CHANGES } from "../src/Pets/Feed.js"
+import { type Backend, describeBackends } from "./support/backends.js"
+import { type App, appWith, createRequest, json } from "./support/retries.js"
+import { type Block, readEvents } from "./support/sse.js"
+
+const streamRequest = (key: string, headers: Record<string, string> = {}): RequestInit => ({
+  headers: { authorization: `Bearer ${key}`, accept: "text/event-stream", ...headers }
+})
+
+const create = (app: App, name: string, status = "available") =>
+  Effect.flatMap(app.fetch("/v1/pets", createRequest(app.key, { name, categoryId: 1, status })), (response) => {
+    expect(response.status).toBe(201)
+    return json(response) as Effect.Effect<{ readonly id: number; readonly name: string; readonly status: string }>
+  })
+
+const open = (app: App, query = "", headers: Record<string, string> = {}, key = app.key) =>
+  Effect.map(app.fetch(`/v1/pets/changes${query}`, streamRequest(key, headers)), (response) => {
+    expect(response.status, query).toBe(200)
+    expect(response.headers.get("content-type")).toBe("text/event-stream")
+    expect(response.headers.get("x-accel-buffering")).toBe("no")
+    return readEvents(response)
+  })
+
+/** The next block that is not a heartbeat. */
+const next = (reader: ReturnType<typeof readEvents>, timeoutMillis?: number) =>
+  Effect.promise(async () => {
+    while (true) {
+      const block = await reader.next(timeoutMillis)
+      if (block?.comment !== "heartbeat") return block
+    }
+  })
+
+/** The blocks up to the end of the stream (heartbeats left out). */
+const rest = (reader: ReturnType<typeof readEvents>, timeoutMillis?: number) =>
+  Effect.promise(async () => {
+    const blocks: Array<Block> = []
+    for (let block = await reader.next(timeoutMillis); block !== undefined; block = await reader.next(timeoutMillis)) {
+      if (block.comment !== "heartbeat") blocks.push(block)
+    }
+    return blocks
+  })
+
+describeBackends((backend: Backend) => {
+  describe("the change feed as Server-Sent Events", () => {
+    it.scopedLive("a retry hint, then a created event per pet in commit order, its id the pet's position", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend)
+        const first = yield* create(app, "a")
+        const reader = yield* open(app, "?after=start")
+        expect((yield* next(reader))?.retry).toBeGreaterThan(0)
+        const a = yield* next(reader)
+        expect(a).toMatchObject({ event: "created" })
+        expect(JSON.parse(a!.data!)).toEqual(first)
+        const second = yield* create(app, "b")
+        const b = yield* next(reader)
+        expect(JSON.parse(b!.data!)).toEqual(second)
+        // Positions are `<feed id>.<n>`, growing, the same as the long poll's.
+        const page = yield* Effect.flatMap(
+          app.fetch("/v1/pets/changes?after=start", { headers: { authorization: `Bearer ${app.key}` } }),
+          json
+        )
+        expect([a!.id, b!.id]).toEqual(page.changes.map((change: { position: string }) => change.position))
+        yield* Effect.promise(() => reader.cancel())
+      }))
+
+    it.scopedLive("a filtered stream sends an id-only block for each pet it passes over", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend)
+        const reader = yield* open(app, "?status=sold")
+        yield* next(reader)
+        yield* create(app, "a")
+        const sold = yield* create(app, "b", "sold")
+        const passed = yield* next(reader)
+        expect(passed).toEqual({ id: expect.stringMatching(/\.\d+$/) })
+        const matched = yield* next(reader)
+        expect(matched).toMatchObject({ event: "created" })
+        expect(JSON.parse(matched!.data!)).toEqual(sold)
+        yield* Effect.promise(() => reader.cancel())
+      }))
+
+    it.scopedLive("Last-Event-ID resumes exactly after it, in place of ?after", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend)
+        yield* create(app, "a")
+        yield* create(app, "b")
+        yield* create(app, "c")
+        const first = yield* open(app, "?after=start")
+        yield* next(first)
+        yield* next(first)
+        const b = yield* next(first)
+        yield* Effect.promise(() => first.cancel())
+        const again = yield* open(app, "?after=start", { "last-event-id": b!.id! })
+        yield* next(again)
+        const c = yield* next(again)
+        expect(JSON.parse(c!.data!).name).toBe("c")
+        yield* Effect.promise(() => again.cancel())
+      }))
+
+    it.scopedLive("a position it cannot resume from: event reset with the 410's body, then the stream ends", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend)
+        for (const position of ["nonsense", "0123456789abcdef.1", "now"]) {
+          const reader = yield* open(app, "", { "last-event-id": position === "now" ? "9".repeat(16) : position })
+          const blocks = yield* rest(reader)
+          expect(blocks.at(-1)?.event, position).toBe("reset")
+          expect(JSON.parse(blocks.at(-1)!.data!)).toMatchObject({ code: "feed_position_gone", status: 410 })
+        }
+      }))
+
+    it.scopedLive("FEED_STREAMS_PER_KEY: the next stream of the key is a 429 with Retry-After; a closed one frees its place", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend, { FEED_STREAMS_PER_KEY: "2" })
+        const one = yield* open(app)
+        const two = yield* open(app)
+        const refused = yield* app.fetch("/v1/pets/changes", streamRequest(app.key))
+        expect(refused.status).toBe(429)
+        expect(refused.headers.get("retry-after")).toMatch(/^\d+$/)
+        expect(yield* json(refused)).toMatchObject({ code: "too_many_streams", status: 429 })
+        // Another key has places of its own; the long poll is no stream.
+        const other = yield* open(app, "", {}, yield* app.newKey("other"))
+        yield* Effect.promise(() => one.cancel())
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
+        const three = yield* open(app)
+        for (const reader of [two, three, other]) yield* Effect.promise(() => reader.cancel())
+      }))
+
+    it.scopedLive("FEED_STREAMS: past it, a 503 with Retry-After", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend, { FEED_STREAMS: "1" })
+        const one = yield* open(app)
+        const refused = yield* app.fetch("/v1/pets/changes", streamRequest(yield* app.newKey("other")))
+        expect(refused.status).toBe(503)
+        expect(refused.headers.get("retry-after")).toMatch(/^\d+$/)
+        expect(yield* json(refused)).toMatchObject({ code: "unavailable", status: 503 })
+        yield* Effect.promise(() => one.cancel())
+      }))
+
+    it.scopedLive("revoking the key ends its streams within a second, with an unauthorized error event", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend)
+        const key = yield* app.newKey("revoked")
+        const reader = yield* open(app, "", {}, key)
+        yield* next(reader)
+        const keys = Context.get(app.context, ApiKeys)
+        const started = Date.now()
+        yield* keys.revoke(keyIdOf(key).pipe((id) => id._tag === "Some" ? id.value : "" as never))
+        const blocks = yield* rest(reader, 2_000)
+        expect(Date.now() - started).toBeLessThan(1_500)
+        expect(blocks.at(-1)?.event).toBe("error")
+        expect(JSON.parse(blocks.at(-1)!.data!)).toMatchObject({ code: "unauthorized", status: 401 })
+      }))
+
+    it.scopedLive(`a client that does not read is ended once ${QUEUE_CHANGES} changes wait for it: slow_consumer`, () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend)
+        const reader = yield* open(app)
+        yield* next(reader)
+        // The client reads nothing while more than its queue holds is created.
+        yield* Effect.forEach(
+          Array.from({ length: QUEUE_CHANGES + 50 }, (_, i) => i),
+          (i) => create(app, `p${i}`),
+          { concurrency: 16, discard: true }
+        )
+        const blocks = yield* rest(reader, 5_000)
+        expect(blocks.at(-1)?.event).toBe("error")
+        expect(JSON.parse(blocks.at(-1)!.data!)).toMatchObject({ code: "slow_consumer" })
+        // What it did deliver came in order, from the first, without a gap: resuming from the last id loses nothing.
+        const ids = blocks.filter((block) => block.event === "created").map((block) => Number(block.id!.split(".")[1]))
+        ids.forEach((id, i) => i > 0 && expect(id).toBe(ids[i - 1] + 1))
+      }))
+
+    it.scopedLive("when the server stops accepting connections (the drain), its streams end at once", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend)
+        const reader = yield* open(app)
+        yield* next(reader)
+        yield* Context.get(app.context, Lifecycle).stopAccepting
+        expect(yield* rest(reader, 1_000)).toEqual([])
+      }))
+  })
+})
