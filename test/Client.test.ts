@@ -116,7 +116,10 @@ describe("the client against the service", () => {
       expect(yield* client.getPet(Number(rex.id))).toEqual(rex)
       expect((yield* Effect.flip(client.getPet(424242)))._tag).toBe("NotFound")
       // getPet's successor: the list filtered by id.
-      expect(yield* client.listPets({ id: Number(rex.id) })).toEqual({ pets: [rex], next: Option.none() })
+      const byId = yield* client.listPets({ id: Number(rex.id) })
+      expect([byId.pets, byId.next]).toEqual([[rex], Option.none()])
+      // Where the feed stood: just past Rex.
+      expect(Option.getOrThrow(byId.position)).toMatch(/^[0-9a-f]{16}\.1$/)
       expect((yield* client.listPets({ id: 424242 })).pets).toEqual([])
     }))
 
