@@ -6,7 +6,7 @@
  * answer), after one request. Real time throughout: the long polls wait a second, the retries back off.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option, Queue, Stream, TestClock } from "effect"
+import { Chunk, Effect, Option, Queue, Stream, TestClock } from "effect"
 import { type Change, type ChangesOptions, makeClient, type PetStatus } from "../src/Client.js"
 import { type Backend, describeBackends } from "./support/backends.js"
 import { answeredBy, type Fetch, ORIGIN, testServer } from "./support/http.js"
@@ -218,14 +218,15 @@ describe("the client's changes, answered by a stand-in", () => {
           : new Promise((_, reject) => init?.signal?.addEventListener("abort", () => reject(init.signal!.reason)))
       }, "psk_000000000000_any")
       yield* Effect.forkScoped(Stream.runDrain(client.changes({ after: "0123456789abcdef.7" })))
-      yield* settle
+      // Once the retry waits (the other sleep is the poll's own timeout, 40 s).
+      while (Chunk.every(yield* TestClock.sleeps(), (wake) => wake === 40_000)) yield* settle
       expect(sent).toHaveLength(1)
-      // The test clock: past any backoff of a first retry, not yet at the Retry-After.
+      // Past any backoff of a first retry, not yet at the Retry-After.
       yield* TestClock.adjust("4 seconds")
       yield* settle
       expect(sent).toHaveLength(1)
       yield* TestClock.adjust("1 second")
-      yield* settle
+      while (sent.length < 2) yield* settle
       expect(sent).toEqual(["0123456789abcdef.7", "0123456789abcdef.7"])
     }))
 })
