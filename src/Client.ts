@@ -1,15 +1,18 @@
 /**
  * A typed client of the petstore API, derived from its declaration (`Api.ts`). It needs only `effect` and
  * `@effect/platform` (this module and the declarations it imports use nothing else), and an `HttpClient`
- * (`FetchHttpClient.layer` in a browser, Node or Bun). The README shows it at work.
+ * (`FetchHttpClient.layer` in a browser, Node or Bun). The README shows it at work; `changes` follows the feed
+ * (`ClientFeed.ts`).
  */
 import { HttpApiClient, type HttpApiError, HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import { Effect, Option, type ParseResult, Redacted, Schema, Stream } from "effect"
 import { Api } from "./Api.js"
+import { type Change, type ChangesError, type ChangesOptions, makeChanges } from "./ClientFeed.js"
 import type * as Errors from "./Domain/Errors.js"
+import { FEED_POSITION_HEADER } from "./Domain/Feed.js"
 import { ListPetsQuery, NewPet, type Pet, PetId, type PetStatus } from "./Domain/Pet.js"
 
-export type { Pet, PetStatus }
+export type { Change, ChangesError, ChangesOptions, Pet, PetStatus }
 
 /** A new pet as the wire takes it: `status` may be left out (`available`); the name is trimmed by the service. */
 export type NewPetInput = typeof NewPet.Encoded
@@ -23,10 +26,14 @@ export interface ListQuery {
   readonly after?: number | undefined
 }
 
-/** A page of pets, and the query of the next page when more follow (from the `Link: rel="next"` header). */
+/**
+ * A page of pets, the query of the next page when more follow (from the `Link: rel="next"` header), and where the
+ * change feed stood when the page was read (`Feed-Position`): `changes({ after: position })` follows on from the list.
+ */
 export interface Page {
   readonly pets: ReadonlyArray<Pet>
   readonly next: Option.Option<ListQuery>
+  readonly position: Option.Option<string>
 }
 
 /** What a call may fail with: the service's typed errors, a transport failure, or a value the schemas refuse. */
@@ -38,6 +45,7 @@ export type PetstoreError =
   | Errors.UnsupportedMediaType
   | Errors.IdempotencyKeyInUse
   | Errors.IdempotencyKeyReused
+  | Errors.FeedPositionGone
   | Errors.RateLimited
   | Errors.Unavailable
   | HttpApiError.HttpApiDecodeError
@@ -55,6 +63,13 @@ export interface PetstoreClient {
   readonly getPet: (petId: number) => Effect.Effect<Pet, PetstoreError>
   /** Every pet the query selects, page after page, following `Link: rel="next"` until the last. */
   readonly allPets: (query?: Omit<ListQuery, "after">) => Stream.Stream<Pet, PetstoreError>
+  /**
+   * The pets added, in the feed's order, each once, without end: it polls on from each page's `next`, and sends a poll
+   * that failed in transit, or was answered 408, 429, 500, 502, 503 or 504, again with backoff (never before its
+   * `Retry-After`). It fails with what retrying cannot mend: `Unauthorized`, `FeedPositionGone`, `BadRequest`, a body
+   * the schemas refuse, an answer the API does not declare.
+   */
+  readonly changes: (options?: ChangesOptions) => Stream.Stream<Change, ChangesError>
 }
 
 export interface CreateOptions {
@@ -86,16 +101,21 @@ export const nextQuery = (
 /** A client of the service at `baseUrl`, sending `apiKey` with every request. */
 export const makeClient = (options: ClientOptions): Effect.Effect<PetstoreClient, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const client = yield* HttpApiClient.make(Api, {
-      baseUrl: options.baseUrl,
-      transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(options.apiKey))
-    })
+    const httpClient = HttpClient.mapRequest(
+      yield* HttpClient.HttpClient,
+      HttpClientRequest.bearerToken(options.apiKey)
+    )
+    const client = yield* HttpApiClient.makeWith(Api, { httpClient, baseUrl: options.baseUrl })
 
     const listPets = (query: ListQuery = {}) =>
       Effect.gen(function*() {
         const urlParams = yield* decodeQuery(query)
         const [pets, response] = yield* client.listPets({ urlParams, withResponse: true })
-        return { pets, next: yield* nextQuery(response.headers.link) }
+        return {
+          pets,
+          next: yield* nextQuery(response.headers.link),
+          position: Option.fromNullable(response.headers[FEED_POSITION_HEADER.toLowerCase()])
+        }
       })
 
     const createPet = (pet: NewPetInput, options: CreateOptions = {}) =>
@@ -114,6 +134,7 @@ export const makeClient = (options: ClientOptions): Effect.Effect<PetstoreClient
         Stream.paginateEffect(
           query as ListQuery,
           (query) => Effect.map(listPets(query), (page) => [page.pets, page.next] as const)
-        ).pipe(Stream.flattenIterables)
+        ).pipe(Stream.flattenIterables),
+      changes: yield* makeChanges(httpClient, options.baseUrl)
     } satisfies PetstoreClient
   })

@@ -3,7 +3,6 @@
  * does what a client of the service needs, against the application in-process (the README's example runs against the
  * executable in test/system/ClientExample.test.ts).
  */
-import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Option, Stream } from "effect"
 import { spawnSync } from "node:child_process"
@@ -13,7 +12,7 @@ import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { makeClient, nextQuery } from "../src/Client.js"
 import * as Sql from "../src/Database/Sql.js"
-import { ORIGIN, testServerOn } from "./support/http.js"
+import { answeredBy, ORIGIN, testServerOn } from "./support/http.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const CLIENT = join(root, "src/Client.ts")
@@ -105,14 +104,7 @@ describe("the client against the service", () => {
   const setUp = Effect.gen(function*() {
     const server = yield* testServerOn(Sql.SqlTest)
     const clientWith = (apiKey: string) =>
-      makeClient({ baseUrl: `${ORIGIN}/v1`, apiKey }).pipe(
-        Effect.provide(FetchHttpClient.layer),
-        Effect.provideService(
-          FetchHttpClient.Fetch,
-          ((input: string | URL | Request, init?: RequestInit) =>
-            server.fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch
-        )
-      )
+      makeClient({ baseUrl: `${ORIGIN}/v1`, apiKey }).pipe(answeredBy(server.fetch))
     return { server, client: yield* clientWith(server.key), clientWith }
   })
 
@@ -124,7 +116,10 @@ describe("the client against the service", () => {
       expect(yield* client.getPet(Number(rex.id))).toEqual(rex)
       expect((yield* Effect.flip(client.getPet(424242)))._tag).toBe("NotFound")
       // getPet's successor: the list filtered by id.
-      expect(yield* client.listPets({ id: Number(rex.id) })).toEqual({ pets: [rex], next: Option.none() })
+      const byId = yield* client.listPets({ id: Number(rex.id) })
+      expect([byId.pets, byId.next]).toEqual([[rex], Option.none()])
+      // Where the feed stood: just past Rex.
+      expect(Option.getOrThrow(byId.position)).toMatch(/^[0-9a-f]{16}\.1$/)
       expect((yield* client.listPets({ id: 424242 })).pets).toEqual([])
     }))
 

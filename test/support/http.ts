@@ -27,7 +27,18 @@ export const servers: Servers = {
   staging: "https://staging.example.test/v1"
 }
 
-type Fetch = (path: string, init?: RequestInit) => Promise<Response>
+export type Fetch = (path: string, init?: RequestInit) => Promise<Response>
+
+/** Provides an `HttpClient` whose requests `fetch` answers (a path below `ORIGIN`). */
+export const answeredBy = (fetch: Fetch) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.provide(FetchHttpClient.layer),
+    Effect.provideService(
+      FetchHttpClient.Fetch,
+      ((input: string | URL | Request, init?: RequestInit) =>
+        fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch
+    )
+  )
 
 /** The typed client of `api`, answered by `fetch` (a path below `ORIGIN`), the key as bearer token when one is given. */
 export const clientFor = <ApiId extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, ApiError, ApiR>(
@@ -38,14 +49,7 @@ export const clientFor = <ApiId extends string, Groups extends HttpApiGroup.Http
   HttpApiClient.make(api, {
     baseUrl: `${ORIGIN}/v1`,
     transformClient: key === undefined ? undefined : HttpClient.mapRequest(HttpClientRequest.bearerToken(key))
-  }).pipe(
-    Effect.provide(FetchHttpClient.layer),
-    Effect.provideService(
-      FetchHttpClient.Fetch,
-      ((input: string | URL | Request, init?: RequestInit) =>
-        fetch(String(input).slice(ORIGIN.length), init)) as typeof globalThis.fetch
-    )
-  )
+  }).pipe(answeredBy(fetch))
 
 /** A fresh application on the given database, disposed with the scope. */
 export const testServerOn = <E>(
