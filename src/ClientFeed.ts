@@ -121,10 +121,12 @@ export const makeChanges = (client: HttpClient.HttpClient, baseUrl: string) =>
         ...(options.wait === undefined ? {} : { wait: options.wait })
       }
       return Stream.paginateChunkEffect(options.after ?? "now", (after) =>
-        poll({ urlParams: { ...filter, after } }).pipe(
-          // `following` retries these without end: they never reach here.
-          Effect.catchTags({ RateLimited: Effect.die, Unavailable: Effect.die }),
-          Effect.map((page) => [Chunk.unsafeFromArray(page.changes), Option.some(page.next)] as const)
+        poll({ urlParams: { ...filter, after }, headers: {} }).pipe(
+          // `following` retries these without end: they never reach here. A poll is no event stream: never too many.
+          Effect.catchTags({ RateLimited: Effect.die, Unavailable: Effect.die, TooManyStreams: Effect.die }),
+          Effect.map((page) =>
+            [Chunk.unsafeFromArray(page.changes), Option.some(page.next)] as const
+          )
         ))
     }
   )
