@@ -27,7 +27,7 @@ export interface ChangesOptions {
   readonly after?: string | undefined
   /** Only the pets with this status (the stream still moves past the others). */
   readonly status?: PetStatus | undefined
-  /** Seconds a poll waits for a change, 1 to 25; by default the service's (20, at most its REQUEST_TIMEOUT less 2). */
+  /** Seconds a poll waits for a change, 1 to 25; by default the service's (20). */
   readonly wait?: number | undefined
 }
 

@@ -22,6 +22,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
 import { Cause, Context, Duration, Effect, Exit, HashMap, Layer, Logger, Option, Schema, Scope } from "effect"
 import * as Sql from "../src/Database/Sql.js"
+import { LongPoll } from "../src/Domain/LongPoll.js"
 import { annotateRequest } from "../src/Operations/Logging.js"
 import { addResponseHeaders } from "../src/ResponseHeaders.js"
 import { RegisteredGroups, registerGroup } from "../src/Serving/Registration.js"
@@ -91,6 +92,7 @@ class ThingsApi extends HttpApiGroup.make("things", { topLevel: true })
   .add(HttpApiEndpoint.get("raced", "/raced").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("forked", "/forked").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("slowly", "/slowly").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("held", "/held").addSuccess(Schema.String).annotate(LongPoll, Duration.millis(500)))
   .add(HttpApiEndpoint.get("failTwice", "/fail-twice").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("selfInterrupted", "/self-interrupted").addSuccess(Schema.String))
   .middleware(Greeting)
@@ -121,6 +123,8 @@ const makeThings = () => {
     /** Whether thing `id` is stored; how many `slowly` requests were interrupted. */
     stored: (id: number) => things.has(id),
     interrupted: () => interrupted,
+    /** A long poll's shape: it waits by design, within what its `LongPoll` annotation declares. */
+    held: () => Effect.as(Effect.sleep("300 millis"), "held"),
     slowly: () =>
       Effect.as(Effect.sleep("2 seconds"), "done").pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted++))),
     /** A declared failure, then a defect while it unwinds. */
@@ -197,6 +201,7 @@ const registerThings = (things: ReturnType<typeof makeThings>) =>
     .handle("raced", things.raced)
     .handle("forked", things.forked)
     .handle("slowly", things.slowly)
+    .handle("held", things.held)
     .handle("failTwice", things.failTwice)
     .handle("selfInterrupted", () => Effect.interrupt)
 
@@ -346,7 +351,7 @@ describe("the rules the engine keeps, once for every request", () => {
       return { status: response.status, body: await response.json() }
     })
 
-  it.scopedLive("REQUEST_TIMEOUT: an endpoint and one of the server's own routes past it are both 503", () =>
+  it.scopedLive("REQUEST_TIMEOUT: an endpoint and one of the server's own routes past it are both 503, a long poll's later", () =>
     Effect.gen(function*() {
       const ownRoutes = HttpRouter.Default.use((router) =>
         router.get("/slow-own", Effect.as(Effect.sleep("2 seconds"), HttpServerResponse.text("late")))
@@ -360,6 +365,8 @@ describe("the rules the engine keeps, once for every request", () => {
           body: { code: "unavailable", message: expect.stringContaining("did not finish"), status: 503 }
         })
       }
+      // An endpoint that holds a request by design (`LongPoll`) has its deadline REQUEST_TIMEOUT past its hold.
+      expect(yield* send(server, "/held")).toEqual({ status: 200, body: "held" })
     }))
 
   it.scopedLive("a body on a request whose endpoint declares none is refused, however the request says so", () =>

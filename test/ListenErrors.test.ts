@@ -23,7 +23,7 @@ const takenPort = Effect.map(
   (server) => server.port!
 )
 
-const handler: Server = Object.assign(() => new Response(), { routes: {} })
+const handler: Server = Object.assign(() => new Response(), { routes: {}, longestHold: Duration.zero })
 
 describe("a port already taken", () => {
   it.scoped("the API's listener names HOST and PORT", () =>

@@ -31,7 +31,7 @@ export const Wait = PositiveIntFromString.pipe(
     maximum: WAIT_MAX,
     default: WAIT_DEFAULT,
     description: `Seconds to wait for a change before answering an empty page (${WAIT_MIN} to ${WAIT_MAX}, default ` +
-      `${WAIT_DEFAULT}; at most the server's REQUEST_TIMEOUT less 2 seconds).`,
+      `${WAIT_DEFAULT}).`,
     examples: [WAIT_DEFAULT]
   }
 })

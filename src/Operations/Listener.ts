@@ -17,7 +17,7 @@ export interface ListenOptions {
   readonly shutdownTimeout: Duration.Duration
   /** After SIGTERM/SIGINT, how long the listener keeps serving with readiness 503 before it stops accepting. */
   readonly shutdownDelay: Duration.Duration
-  /** The request deadline (`REQUEST_TIMEOUT`): a connection's idle timeout is set past it. */
+  /** The request deadline (`REQUEST_TIMEOUT`): a connection's idle timeout is set past it (and a long poll's wait). */
   readonly requestTimeout: Duration.Duration
   /** Fields for the start-up log line (database, version). */
   readonly describe?: Record<string, string>
@@ -116,7 +116,7 @@ export const ListenerLive = (options: ListenOptions) =>
             // The direct routes, matched by Bun itself; every other request goes to the dispatcher.
             routes: served.routes,
             fetch: served.fetch,
-            idleTimeout: idleTimeoutSeconds(options.requestTimeout),
+            idleTimeout: idleTimeoutSeconds(Duration.sum(options.requestTimeout, handler.longestHold)),
             // Bodies are limited by the middleware (a JSON 413 past 64 KiB, read no further), not by Bun's bare 413.
             maxRequestBodySize: Number.MAX_SAFE_INTEGER
           }),

@@ -2,7 +2,7 @@
  * The catalogue's operations, as the interface names them (paths relative to the `/v1` base address).
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "@effect/platform"
-import { Schema } from "effect"
+import { Duration, Schema } from "effect"
 import { Authorization } from "../Auth/Api.js"
 import {
   BadRequestResponse,
@@ -15,8 +15,9 @@ import {
   UnavailableResponse,
   UnsupportedMediaTypeResponse
 } from "../Domain/Errors.js"
-import { Changes, ChangesHeaders, ChangesQuery, WAIT_MAX } from "../Domain/Feed.js"
+import { Changes, ChangesHeaders, ChangesQuery, WAIT_DEFAULT, WAIT_MAX } from "../Domain/Feed.js"
 import { CreatePetHeaders } from "../Domain/Idempotency.js"
+import { LongPoll } from "../Domain/LongPoll.js"
 import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
 
 /** getPet is removed on this date (RFC 8594 `Sunset`). */
@@ -69,6 +70,7 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
       .addError(BadRequestResponse)
       .addError(FeedPositionGoneResponse)
       .addError(TooManyStreamsResponse)
+      .annotate(LongPoll, Duration.seconds(WAIT_MAX))
       .annotate(OpenApi.Summary, "Follow the animals added")
       .annotate(
         OpenApi.Description,
@@ -79,7 +81,7 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
           "least every 15 seconds; `EventSource` resumes by itself (`Last-Event-ID`). A position the feed cannot " +
           "resume from is an `event: reset` (data: the 410 error), then the stream ends.\n\n" +
           "Otherwise a long poll: a page answered as soon as an animal is there, or empty after `wait` seconds " +
-          `(at most ${WAIT_MAX}, and at most the server's REQUEST_TIMEOUT less 2 seconds); resume with the page's ` +
+          `(default ${WAIT_DEFAULT}, at most ${WAIT_MAX}); resume with the page's ` +
           "`next`. A position the feed cannot resume from is a 410 `feed_position_gone`."
       )
   )

@@ -4,13 +4,12 @@
  * `Retry-After`, the deprecation headers).
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { BASE_PATH, type GroupHandlers } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { feedPositionGone, petNotFound } from "../Domain/Errors.js"
 import { FEED_POSITION_HEADER, formatPosition, resumeFrom, WAIT_DEFAULT } from "../Domain/Feed.js"
 import { LIMIT_DEFAULT } from "../Domain/Pet.js"
-import { RequestTimeoutConfig } from "../Operations/Deadlines.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import * as ServerSentEvents from "../ServerSentEvents.js"
 import { orUnavailable } from "../Unavailable.js"
@@ -22,12 +21,6 @@ import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
 
-/**
- * A long poll answers this long before `REQUEST_TIMEOUT`, which bounds every request (the engine answers 503 past it,
- * and Bun's idle timeout is set just past it): its wait is cut to fit, with time left for its last read.
- */
-export const FEED_WAIT_MARGIN_MILLIS = 2_000
-
 /** The pets group's registration: `HttpApiBuilder.group(ServedApi, "pets", registerPets)`. */
 export const registerPets = (handlers: GroupHandlers<"pets">) =>
   Effect.gen(function*() {
@@ -35,7 +28,6 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
     const idempotency = yield* Idempotency
     const feed = yield* PetsFeed
     const feedEvents = yield* FeedEvents
-    const maxWaitMillis = Math.max(0, Duration.toMillis(yield* RequestTimeoutConfig) - FEED_WAIT_MARGIN_MILLIS)
     return handlers
       .handle("listPets", ({ urlParams }) =>
         Effect.gen(function*() {
@@ -88,7 +80,7 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
           const page = yield* orUnavailable(feed.follow(after, {
             limit: urlParams.limit ?? LIMIT_DEFAULT,
             status: urlParams.status,
-            millis: Math.min((urlParams.wait ?? WAIT_DEFAULT) * 1_000, maxWaitMillis)
+            millis: (urlParams.wait ?? WAIT_DEFAULT) * 1_000
           }))
           return {
             changes: page.changes.map(({ pet, position }) => ({

@@ -9,8 +9,9 @@
  * the reason; the engine then refuses to start.
  */
 import { type HttpApi, type HttpApiEndpoint, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
-import { Context, Effect, Either, Option, type ParseResult, Schema } from "effect"
+import { Context, Duration, Effect, Either, Option, type ParseResult, Schema } from "effect"
 import type * as AST from "effect/SchemaAST"
+import { LongPoll } from "../Domain/LongPoll.js"
 import type { AnyHandler } from "./Handlers.js"
 import { makeMiddleware } from "./Middleware.js"
 import type { RegisteredGroup } from "./Registration.js"
@@ -132,6 +133,11 @@ const makeRoute = (
     middleware,
     handler,
     context,
+    /** How long the endpoint holds a request by design (`LongPoll`): its deadline is `REQUEST_TIMEOUT` past it. */
+    holdMillis: Option.match(Context.getOption(endpoint.annotations, LongPoll), {
+      onNone: () => 0,
+      onSome: Duration.toMillis
+    }),
     successStatus: HttpApiSchema.getStatusSuccess(success),
     /** The success's JSON text, or null for an empty body. */
     encodeSuccess: success.ast._tag === "VoidKeyword"

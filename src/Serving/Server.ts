@@ -6,6 +6,7 @@
  *   server's own routes, the platform's router) → the server's headers (request id, protective headers, CORS) → the log
  *   line.
  */
+import { Duration } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ObservabilityHooks, RequestObservation } from "../Observability/Hooks.js"
 import { refusalAnswer, type Served } from "./Answer.js"
@@ -42,6 +43,8 @@ const addCors = (
 
 export const makeServer = (options: {
   readonly table: RouteTable<Target>
+  /** The declared endpoints the table routes to. */
+  readonly endpoints: ReadonlyArray<EndpointRoute>
   /** Serves a request to an endpoint once it passed the gates. */
   readonly pipeline: (route: EndpointRoute, input: PipelineRequest) => Served | Promise<Served>
   /** The platform's router, for the server's own routes. */
@@ -155,7 +158,9 @@ export const makeServer = (options: {
 
   // Bun's native routes only bring a request here sooner: the route table still matches it, by its one rule.
   const routes = Object.fromEntries(table.bunPaths.map((path) => [path, answer]))
-  return Object.assign(answer, { routes })
+  /** The longest an endpoint holds a request by design (a long poll): a connection's idle timeout leaves room for it. */
+  const longestHold = Duration.millis(Math.max(0, ...options.endpoints.map((route) => route.holdMillis)))
+  return Object.assign(answer, { routes, longestHold })
 }
 
 /** The function that answers every request, and the same function for each served path as Bun's `routes`. */

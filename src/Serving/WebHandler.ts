@@ -64,6 +64,7 @@ export const webHandlerFrom = <E, R>(routes: Layer.Layer<RegisteredGroups, E, R>
       yield* Effect.addFinalizer(() => Effect.sync(() => closing.now = true))
       return makeServer({
         table,
+        endpoints: derived.routes,
         pipeline: makePipeline(runtime as Runtime.Runtime<never>, derived.routes, requestTimeout, {
           set: fibers,
           closing: () => closing.now
