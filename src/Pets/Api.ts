@@ -77,8 +77,8 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
         "The change feed: the animals added after `after`, in commit order (the same order on every replica), each " +
           "delivered once, none skipped. `GET /pets` answers its `Feed-Position`: list, then follow from there.\n\n" +
           "With `Accept: text/event-stream`, Server-Sent Events: an event `created` per animal (`id:` its " +
-          "position, `data:` the animal), an id-only event for one a `status` filter passes over, a comment at " +
-          "least every 15 seconds; `EventSource` resumes by itself (`Last-Event-ID`). A position the feed cannot " +
+          "position, `data:` the animal), an id-only event for one a `status` filter passes over, a comment every " +
+          "5 seconds; `EventSource` resumes by itself (`Last-Event-ID`). A position the feed cannot " +
           "resume from is an `event: reset` (data: the 410 error), then the stream ends.\n\n" +
           "Otherwise a long poll: a page answered as soon as an animal is there, or empty after `wait` seconds " +
           `(default ${WAIT_DEFAULT}, at most ${WAIT_MAX}); resume with the page's ` +

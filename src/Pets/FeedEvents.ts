@@ -1,9 +1,9 @@
 /**
  * The change feed as Server-Sent Events (`GET /v1/pets/changes` with `Accept: text/event-stream`): a `retry:` hint,
  * then an event `created` per pet (`id:` its position, `data:` the pet as the API answers it), an id-only event for a
- * pet the status filter passes over (the client's `Last-Event-ID` moves past it), and a comment at least every
- * HEARTBEAT_MAX (sooner when the listener's idle timeout is shorter) so that neither the listener nor a proxy takes the
- * stream for idle. It is not a request that takes too long: `REQUEST_TIMEOUT` bounds only its start.
+ * pet the status filter passes over (the client's `Last-Event-ID` moves past it), and a comment every HEARTBEAT so
+ * that neither the listener (its idle timeout is past 30 seconds) nor a proxy with an idle timeout of 10 seconds or
+ * more takes the stream for idle. It is not a request that takes too long: `REQUEST_TIMEOUT` bounds only its start.
  *
  * A stream ends with an event that says why, where it can still be written: `reset` for a position the feed cannot
  * resume from (the 410's body: a browser sees no status once it is connected), `error` with `slow_consumer` when the
@@ -26,7 +26,6 @@ import {
 } from "../Domain/Errors.js"
 import { formatPosition, resumeFrom } from "../Domain/Feed.js"
 import { Pet, type PetStatus } from "../Domain/Pet.js"
-import { idleTimeoutSeconds, RequestTimeoutConfig } from "../Operations/Deadlines.js"
 import { Lifecycle } from "../Operations/Lifecycle.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import * as ServerSentEvents from "../ServerSentEvents.js"
@@ -40,8 +39,8 @@ import {
   STREAMS_RETRY_AFTER_SECONDS
 } from "./Feed.js"
 
-/** The longest a stream goes without writing. */
-export const HEARTBEAT_MAX = Duration.seconds(15)
+/** How often an idle stream writes a comment. */
+export const HEARTBEAT = Duration.seconds(5)
 /** How long a client waits before it reconnects (`retry:`). */
 export const RECONNECT_AFTER = Duration.seconds(2)
 
@@ -71,7 +70,7 @@ const ENDED: Record<"FellBehind" | "Revoked" | "SqlError", string> = {
   }),
   SqlError: ServerSentEvents.event({ event: "error", data: errorData(UnavailableResponse, unavailable()) })
 }
-const HEARTBEAT = ServerSentEvents.comment("heartbeat")
+const HEARTBEAT_COMMENT = ServerSentEvents.comment("heartbeat")
 
 export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", {
   dependencies: [PetsFeed.Default],
@@ -79,11 +78,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
     const feed = yield* PetsFeed
     const keys = yield* ApiKeys
     const lifecycle = yield* Lifecycle
-    const idle = Duration.seconds(idleTimeoutSeconds(yield* RequestTimeoutConfig) / 2)
-    const heartbeats = Stream.repeatEffectWithSchedule(
-      Effect.succeed(HEARTBEAT),
-      Schedule.spaced(Duration.min(HEARTBEAT_MAX, idle))
-    )
+    const heartbeats = Stream.repeatEffectWithSchedule(Effect.succeed(HEARTBEAT_COMMENT), Schedule.spaced(HEARTBEAT))
 
     const eventOf = (database: string, status: PetStatus | undefined) => ({ pet, position }: FeedChange) =>
       ServerSentEvents.event(
