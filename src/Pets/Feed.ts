@@ -169,12 +169,18 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
       Effect.forever,
       Effect.forkScoped
     )
+    // PostgreSQL's wake-ups, while anyone follows: listening holds a connection of the pool.
     const notifications = yield* Effect.serviceOption(Notifications)
     if (Option.isSome(notifications)) {
-      yield* notifications.value.listen(FEED_CHANNEL).pipe(
+      const listen = notifications.value.listen(FEED_CHANNEL).pipe(
+        Stream.tapError((error) => Effect.logDebug("the change feed's wake-ups stopped; listening again", error)),
+        Stream.retry(Schedule.spaced(CHECK_EVERY))
+      )
+      yield* following.changes.pipe(
+        Stream.map((n) => n > 0),
+        Stream.changes,
+        Stream.flatMap((active) => active ? listen : Stream.empty, { switch: true }),
         Stream.runForEach(() => Queue.offer(wake, undefined)),
-        Effect.catchAll((error) => Effect.logDebug("the change feed's wake-ups stopped; listening again", error)),
-        Effect.repeat(Schedule.spaced(CHECK_EVERY)),
         Effect.forkScoped
       )
     }
