@@ -74,6 +74,18 @@ const RATE_LIMIT_HEADERS = {
 const RETRY_AFTER_HEADER = { "Retry-After": "RFC 9110: seconds to wait before retrying." }
 const CHALLENGE_HEADER = { "WWW-Authenticate": "RFC 6750: `Bearer`, the scheme to authenticate with." }
 
+/** Every response header the document describes, in lower case: what a browser client may read (CORS). */
+export const DOCUMENTED_RESPONSE_HEADERS: ReadonlyArray<string> = [
+  ...new Set(
+    [
+      ...Object.values(HEADERS).flatMap((byStatus) => Object.values(byStatus).flatMap(Object.keys)),
+      ...Object.keys(RATE_LIMIT_HEADERS),
+      ...Object.keys(RETRY_AFTER_HEADER),
+      ...Object.keys(CHALLENGE_HEADER)
+    ].map((name) => name.toLowerCase())
+  )
+]
+
 /** An example of each error an operation answers, as the service answers it, by operation (`*`: every one) and status. */
 const EXAMPLES: Record<string, Record<string, { readonly code: string; readonly message: string }>> = {
   "*": { 401: unauthorized(), 429: rateLimited(17), 503: unavailable() },

@@ -8,24 +8,11 @@
  * (`HttpApiBuilder.middlewareCors` answers every `OPTIONS`, an unknown path's too, with one fixed list of methods, and
  * leaves `Vary` off answers to an origin it does not allow: these rules are the route table's and the cache's.)
  */
-import { FEED_POSITION_HEADER } from "../Domain/Feed.js"
+import { DOCUMENTED_RESPONSE_HEADERS } from "../Api.js"
 import * as Refusals from "./Refusals.js"
 
-/** The response headers a browser client may read. */
-const EXPOSED_HEADERS = [
-  "link",
-  "location",
-  "x-request-id",
-  "deprecation",
-  "sunset",
-  "www-authenticate",
-  "allow",
-  "retry-after",
-  "idempotent-replayed",
-  "ratelimit-policy",
-  "ratelimit",
-  FEED_POSITION_HEADER
-].join(", ")
+/** The response headers a browser client may read: those the API documents, and the server's own. */
+const EXPOSED_HEADERS = [...DOCUMENTED_RESPONSE_HEADERS, "x-request-id", "allow"].join(", ")
 
 /** The request headers a page may send besides the CORS-safelisted ones. */
 const ALLOWED_HEADERS = ["authorization", "content-type", "x-request-id"]
