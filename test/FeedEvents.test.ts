@@ -134,6 +134,19 @@ describeBackends((backend: Backend) => {
         for (const reader of [two, three, other]) yield* Effect.promise(() => reader.cancel())
       }))
 
+    it.scopedLive("a HEAD is answered a stream's headers at once, and holds no place among the limits", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend, { FEED_STREAMS_PER_KEY: "1" })
+        for (let i = 0; i < 3; i++) {
+          const head = yield* app.fetch("/v1/pets/changes", { ...streamRequest(app.key), method: "HEAD" })
+          expect(head.status).toBe(200)
+          expect(head.headers.get("content-type")).toBe("text/event-stream")
+          expect(yield* Effect.promise(() => head.text())).toBe("")
+        }
+        const reader = yield* open(app)
+        yield* Effect.promise(() => reader.cancel())
+      }))
+
     it.scopedLive("FEED_STREAMS: past it, a 503 with Retry-After", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend, { FEED_STREAMS: "1" })
