@@ -79,23 +79,36 @@ describeBackends((backend: Backend) => {
       return { server, network, client, create, follow }
     })
 
+  /**
+   * Two pets created before following from `after`, two after, then a fifth: each arrives once, in order (nothing
+   * repeated in between: the next one is the next pet).
+   */
+  const fivePets = (
+    create: Effect.Effect.Success<ReturnType<typeof setUp>>["create"],
+    follow: Effect.Effect.Success<ReturnType<typeof setUp>>["follow"],
+    after: string
+  ) =>
+    Effect.gen(function*() {
+      const before = [yield* create("a"), yield* create("b", "sold")]
+      const take = yield* follow({ after, wait: 1 })
+      const first = yield* take(2)
+      expect(petsOf(first)).toEqual(before)
+      const later = [yield* create("c"), yield* create("d")]
+      const second = yield* take(2)
+      expect(petsOf(second)).toEqual(later)
+      const e = yield* create("e")
+      const [third] = yield* take(1)
+      expect(third.pet).toEqual(e)
+      return { e, first, second, third }
+    })
+
   describe("the client's changes", () => {
     it.scopedLive("the pets added before and after it starts arrive once, in order, each with its position", () =>
       Effect.gen(function*() {
         const { client, create, follow } = yield* setUp()
         yield* create("listed")
         const { position } = yield* client.listPets()
-        const before = [yield* create("a"), yield* create("b", "sold")]
-        const take = yield* follow({ after: Option.getOrThrow(position), wait: 1 })
-        const first = yield* take(2)
-        expect(petsOf(first)).toEqual(before)
-        const after = [yield* create("c"), yield* create("d")]
-        const second = yield* take(2)
-        expect(petsOf(second)).toEqual(after)
-        // Nothing repeated in between: the next one is the next pet.
-        const e = yield* create("e")
-        const [third] = yield* take(1)
-        expect(third.pet).toEqual(e)
+        const { e, first, second, third } = yield* fivePets(create, follow, Option.getOrThrow(position))
         const all = [...first, ...second, third]
         for (let i = 1; i < all.length; i++) expect(ordinal(all[i])).toBeGreaterThan(ordinal(all[i - 1]))
         // A change's position resumes right after it.
@@ -134,17 +147,8 @@ describeBackends((backend: Backend) => {
         const script: Array<Fault> = ["503", "drop", "pass", "lost", "502", "pass", "429", "pass"]
         const faults = script.filter((fault) => fault !== "pass").length
         const { create, follow, network } = yield* setUp(script)
-        const before = [yield* create("a"), yield* create("b")]
-        const take = yield* follow({ after: "start", wait: 1 })
-        const first = yield* take(2)
-        expect(petsOf(first)).toEqual(before)
-        const after = [yield* create("c"), yield* create("d")]
-        const second = yield* take(2)
-        expect(petsOf(second)).toEqual(after)
-        const e = yield* create("e")
-        const [third] = yield* take(1)
         // Each pet once, in order, though every fault of the script was met on the way.
-        expect(third.pet).toEqual(e)
+        yield* fivePets(create, follow, "start")
         expect(script).toEqual([])
         const { polls } = network
         expect(polls.filter((poll) => poll.fault !== "pass")).toHaveLength(faults)
