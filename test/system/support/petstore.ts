@@ -143,10 +143,15 @@ export const spawnPetstore = (
   return { child, output: () => output, exited }
 }
 
-/** `petstore serve` on a free loopback port and the given database, once it answers GET /healthz. */
-export const startPetstore = async (options: { readonly database: string; readonly env?: Record<string, string> }) => {
+/**
+ * `petstore serve` on the given database, once it answers GET /healthz: on a free loopback port, or on `port` (a
+ * server killed and started again where its clients reconnect).
+ */
+export const startPetstore = async (
+  options: { readonly database: string; readonly env?: Record<string, string>; readonly port?: number }
+) => {
   for (let attempt = 1;; attempt++) {
-    const port = await freePort()
+    const port = options.port ?? await freePort()
     const { child, exited, output: read } = spawnPetstore(["serve"], {
       HOST: LOOPBACK,
       PORT: String(port),
@@ -177,8 +182,12 @@ export const startPetstore = async (options: { readonly database: string; readon
     }
     if (alive()) process.kill(child.pid!, "SIGKILL")
     await exited
-    // Another process may have taken the port between its choice and the listen: try another one.
-    if (attempt < 3 && /EADDRINUSE|address already in use|Cannot listen/i.test(read())) continue
+    // Another process may have taken the port between its choice and the listen: try another one (or, for a port
+    // given, the same one a moment later).
+    if (attempt < 3 && /EADDRINUSE|address already in use|Cannot listen/i.test(read())) {
+      if (options.port !== undefined) await new Promise((done) => setTimeout(done, 500))
+      continue
+    }
     throw new Error(`petstore serve did not answer /healthz within 10 s:\n${read().slice(-3000)}`)
   }
 }
