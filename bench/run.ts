@@ -17,6 +17,8 @@
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
  * list of scenario names to run, e.g. "create"; all by default; the feature variants run on those of their scenarios),
  * BENCH_PREVIOUS (a previous build's executable), BENCH_PREVIOUS_REF (a git ref to build the previous build from).
+ * The change feed's rows come last, from `bench/feed.ts` run as a child process (its own environment, BENCH_FEED_*);
+ * with BENCH_ONLY set they run only when it names `feed`.
  */
 import { spawn, spawnSync } from "bun"
 import {
@@ -677,6 +679,7 @@ const main = async () => {
         `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, every server started again each round, medians`,
       fsyncMs: { before: fsyncBefore, after: fsyncAfter }
     }
+    const feed = feedRows()
     const result = {
       date: new Date().toISOString(),
       machine,
@@ -689,9 +692,10 @@ const main = async () => {
       memory,
       growth,
       growthRatios,
+      feed: feed?.json,
       seconds: Math.round((performance.now() - began) / 1000)
     }
-    const markdown = table(result)
+    const markdown = feed === undefined ? table(result) : `${table(result)}\n\n${feed.markdown}`
     const stamp = result.date.replace(/[:.]/g, "-")
     writeFileSync(join(RESULTS, `${stamp}.json`), JSON.stringify(result, null, 2))
     writeFileSync(join(RESULTS, "latest.json"), JSON.stringify(result, null, 2))
@@ -702,6 +706,26 @@ const main = async () => {
     for (const slot of all) await slot.server.stop().catch(() => {})
     sink.kill()
     if (previous?.temp !== undefined) rmSync(previous.temp, { recursive: true, force: true })
+  }
+}
+
+/**
+ * The change feed's rows: `bench/feed.ts` (its own servers, on the build made above), unless BENCH_ONLY leaves `feed`
+ * out. Its table and its JSON; undefined when skipped.
+ */
+const feedRows = () => {
+  if (ONLY.length > 0 && !ONLY.includes("feed")) return undefined
+  log("the change feed's rows (bench/feed.ts)")
+  const child = spawnSync(["bun", join(ROOT, "bench", "feed.ts")], {
+    cwd: ROOT,
+    env: { ...process.env, BENCH_SKIP_BUILD: "1" },
+    stdout: "ignore",
+    stderr: "inherit"
+  })
+  if (child.exitCode !== 0) throw new Error(`bench/feed.ts failed (${child.exitCode})`)
+  return {
+    markdown: readFileSync(join(RESULTS, "feed.md"), "utf8").trimEnd(),
+    json: JSON.parse(readFileSync(join(RESULTS, "feed.json"), "utf8")) as unknown
   }
 }
 
