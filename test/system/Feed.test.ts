@@ -21,7 +21,7 @@ import type { Pet } from "../../src/Domain/Pet.js"
 import { postgresOnly, withAdmin } from "../support/backends.js"
 import { STATUSES, walk } from "./support/api.js"
 import { createKey, type Petstore, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
-import { openSse, type SseBlock, type SseStream } from "./support/sse.js"
+import { type Block, openSse, type SseStream } from "./support/sse.js"
 
 /** How long the creators run, in seconds (the whole file stays well under two minutes with the default). */
 const SECONDS = Number(process.env.FEED_SYSTEM_SECONDS ?? 20)
@@ -94,7 +94,7 @@ interface Subscriber {
   heartbeats: number
 }
 
-const describeBlock = (block: SseBlock) => JSON.stringify(block).slice(0, 300)
+const describeBlock = (block: Block) => JSON.stringify(block).slice(0, 300)
 
 /** The first place two sequences differ, said in a line; undefined when they are equal. */
 const difference = <A>(actual: ReadonlyArray<A>, expected: ReadonlyArray<A>, show: (a: A) => string = String) => {
@@ -252,7 +252,7 @@ const soak = async (
           s.ids.push(block.id)
         } else if (block.id !== undefined && fields === 1 && s.status !== undefined) {
           s.ids.push(block.id)
-        } else if (fields === 0 && block.comments.length > 0) {
+        } else if (fields === 0 && block.comment !== undefined) {
           s.heartbeats++
         } else {
           s.unexpected.push(`block: ${describeBlock(block)}`)
