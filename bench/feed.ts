@@ -395,7 +395,7 @@ const table = (runs: ReadonlyArray<FeedRun>, skipped: string | undefined): strin
       ""
     ),
     row(
-      "deliveries a second; missing; before their 201",
+      "deliveries made ÷ the seconds of creates; missing; before their 201",
       (r) => `${r.deliveriesPerSecond}; ${r.deliveriesMissing} of ${r.deliveriesExpected}; ${r.deliveriesBefore201}`,
       "no missing"
     ),
