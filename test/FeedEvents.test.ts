@@ -8,7 +8,7 @@ import { Context, Effect } from "effect"
 import { ApiKeys } from "../src/Auth/ApiKeys.js"
 import { keyIdOf } from "../src/Auth/ApiKeys.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
-import { QUEUE_CHANGES } from "../src/Pets/Feed.js"
+import { BEHIND_BYTES } from "../src/Pets/FeedEvents.js"
 import { type Backend, describeBackends } from "./support/backends.js"
 import { type App, appWith, createRequest, json } from "./support/retries.js"
 import { type Block, readEvents } from "./support/sse.js"
@@ -173,15 +173,16 @@ describeBackends((backend: Backend) => {
         expect(JSON.parse(blocks.at(-1)!.data!)).toMatchObject({ code: "unauthorized", status: 401 })
       }))
 
-    it.scopedLive(`a client that does not read is ended once ${QUEUE_CHANGES} changes wait for it: slow_consumer`, () =>
+    it.scopedLive(`a client that does not read is ended once ${BEHIND_BYTES} bytes wait for it: slow_consumer`, () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend)
         const reader = yield* open(app)
         yield* next(reader)
-        // The client reads nothing while more than its queue holds is created.
+        // The client reads nothing while more than the stream holds for it is created (each event about 280 bytes).
+        const name = (i: number) => `${i} ${"x".repeat(180)}`
         yield* Effect.forEach(
-          Array.from({ length: QUEUE_CHANGES + 50 }, (_, i) => i),
-          (i) => create(app, `p${i}`),
+          Array.from({ length: Math.ceil(BEHIND_BYTES / 250) }, (_, i) => i),
+          (i) => create(app, name(i)),
           { concurrency: 16, discard: true }
         )
         const blocks = yield* rest(reader, 5_000)

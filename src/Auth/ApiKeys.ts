@@ -5,7 +5,7 @@
  * process at once.
  */
 import type { SqlError } from "@effect/sql"
-import { Cache, Clock, Duration, Effect, Option, Redacted, Schedule } from "effect"
+import { Cache, Clock, Duration, Effect, Option, Redacted } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { type ApiKeyId, type AuthenticatedKey, KEY_PREFIX } from "../Domain/ApiKey.js"
 import { ApiKeysRepo } from "./Repo.js"
@@ -90,7 +90,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       passed.set(text, entry)
     }
     /**
-     * The keys' records for `whenRevoked`, by id: one read per key every RECHECK_AFTER, however many wait on it. (Here
+     * The keys' records for `isRevoked`, by id: one read per key every RECHECK_AFTER, however many wait on it. (Here
      * Effect's `Cache` fits: a record, not a verdict, is kept, and only for ids that have a stream open.)
      */
     const records = yield* Cache.make({
@@ -152,15 +152,13 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       )
 
     /**
-     * Completes once the key with this id is revoked (or gone): within RECHECK_AFTER of a revocation made here, within
-     * twice that of one made by another process. A read that fails is tried again at the next look.
+     * Whether the key with this id is revoked (or gone), as the database said at most RECHECK_AFTER ago (at once
+     * after a revocation made here); a read that fails counts as not revoked, to be looked at again.
      */
-    const whenRevoked = (id: ApiKeyId): Effect.Effect<void> =>
+    const isRevoked = (id: ApiKeyId): Effect.Effect<boolean> =>
       records.get(id).pipe(
         Effect.map((found) => Option.isNone(found) || found.value.revokedAt !== null),
-        Effect.orElseSucceed(() => false),
-        Effect.repeat({ until: (revoked) => revoked, schedule: Schedule.spaced(RECHECK_AFTER) }),
-        Effect.asVoid
+        Effect.orElseSucceed(() => false)
       )
 
     /**
@@ -191,7 +189,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
         })
       })
 
-    return { create, list: repo.list, revoke, authenticate, whenRevoked, writeLastUsed } as const
+    return { create, list: repo.list, revoke, authenticate, isRevoked, writeLastUsed } as const
   }),
   dependencies: [ApiKeysRepo.Default]
 }) {}

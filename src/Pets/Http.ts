@@ -4,7 +4,7 @@
  * `Retry-After`, the deprecation headers).
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Option, Stream } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { BASE_PATH, type GroupHandlers } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { feedPositionGone, petNotFound } from "../Domain/Errors.js"
@@ -75,7 +75,7 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
           if (ServerSentEvents.accepts(request.headers.accept)) {
             // A HEAD is answered a stream's headers at once, and opens none.
             return request.method === "HEAD"
-              ? ServerSentEvents.response(Stream.empty)
+              ? ServerSentEvents.complete()
               : yield* feedEvents.stream(headers["last-event-id"] ?? urlParams.after ?? "now", end, urlParams.status)
           }
           const after = resumeFrom(urlParams.after ?? "now", end)
