@@ -7,7 +7,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Option, type Scope, TestClock } from "effect"
+import { Context, Deferred, Effect, Fiber, Option, type Scope, Stream, TestClock } from "effect"
+import { FEED_CHANNEL, Notifications } from "../src/Database/Notifications.js"
 import * as Sql from "../src/Database/Sql.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { type Backend, describeBackends, describePostgres, SQLite } from "./support/backends.js"
@@ -235,6 +236,17 @@ describePostgres((backend) => {
       const url = yield* backend.freshDatabase
       const replicas = [yield* appOn(url), yield* appOn(url)]
       yield* concurrently(replicas, 8, 20)
+    })))
+
+  it.live("a create notifies the feed's channel once it commits: the other replicas' wake-up", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const app = yield* appWith(backend)
+      // Provided by the PostgreSQL layer, beside its client.
+      const listening = Context.unsafeGet(app.context, Notifications).listen(FEED_CHANNEL)
+      const woken = yield* Effect.fork(Stream.runHead(listening))
+      yield* Effect.sleep("300 millis")
+      yield* create(app, "Rex")
+      expect(Option.isSome(yield* Fiber.join(woken).pipe(Effect.timeout("5 seconds")))).toBe(true)
     })))
 
   it.live("a create that commits late is not skipped: the next create waits for it, a follower sees both in order", () =>

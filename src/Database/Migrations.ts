@@ -127,7 +127,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   /**
    * PostgreSQL: a statement that inserts pets notifies `FEED_CHANNEL` (`Notifications.ts`), delivered when it commits,
    * so that every replica's change feed wakes at once rather than at its next look. A wake-up only: the feed reads the
-   * table.
+   * table. It carries a payload: `PgClient.listen` passes on no notification without one.
    */
   "0008_feed_notifies": Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql.onDialectOrElse({
@@ -135,7 +135,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
         Effect.zipRight(
           sql.unsafe(`CREATE FUNCTION pets_notify_feed() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
-              PERFORM pg_notify('${FEED_CHANNEL}', '');
+              PERFORM pg_notify('${FEED_CHANNEL}', 'created');
               RETURN NULL;
             END $$`),
           sql`CREATE TRIGGER pets_feed_notify AFTER INSERT ON pets FOR EACH STATEMENT EXECUTE FUNCTION pets_notify_feed()`
