@@ -9,7 +9,7 @@
  * 1,000 streams, about 0.8 ms of CPU per event per stream and 0.4 MiB per idle stream (`bench/results`).
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Effect, Exit, Runtime, Scope } from "effect"
+import { Effect, Exit, Fiber, Runtime, Scope } from "effect"
 
 export const CONTENT_TYPE = "text/event-stream"
 
@@ -59,53 +59,63 @@ export interface Sink {
 }
 
 /**
- * A response that streams what is written to its sink. `setup` runs first, in a scope of the stream's own: the
- * stream's resources (its place among others, the fibers that feed it) live in it, and it closes when the stream
- * ends, whichever side ends it. If `setup` fails, the scope closes and the failure is the answer.
+ * A response that streams what is written to its sink. `setup` runs first, on `runtime` (a service's, so that an open
+ * stream holds nothing of the request that opened it), in a scope of the stream's own: the stream's resources (its
+ * place among others, the fibers that feed it) live in it, and it closes when the stream ends, whichever side ends it.
+ * If `setup` fails, the scope closes and the failure is the answer.
  */
-export const respond = <E, R>(
+export const respond = <E>(
+  runtime: Runtime.Runtime<never>,
   behind: number,
-  setup: (sink: Sink) => Effect.Effect<void, E, R | Scope.Scope>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Exclude<R, Scope.Scope>> =>
-  Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<never>()
-    const scope = yield* Scope.make()
-    let controller: ReadableStreamDefaultController<Uint8Array> | undefined
-    let open = true
-    let whenDrained: (() => void) | undefined
-    const close = () => {
-      if (!open) return
-      open = false
-      whenDrained?.()
-      Runtime.runFork(runtime)(Scope.close(scope, Exit.void))
-    }
-    const body = new ReadableStream<Uint8Array>({
-      start: (made) => void (controller = made),
-      pull: () => whenDrained?.(),
-      cancel: close
-    }, { highWaterMark: behind, size: (chunk) => chunk?.byteLength ?? 0 })
-    const sink: Sink = {
-      write: (block) => {
-        if (!open) return false
-        controller!.enqueue(block)
-        return (controller!.desiredSize ?? 0) > 0
-      },
-      drained: Effect.async<void>((resume) => {
-        if (!open || (controller!.desiredSize ?? 0) > 0) return resume(Effect.void)
-        whenDrained = () => {
-          whenDrained = undefined
-          resume(Effect.void)
-        }
-      }),
-      end: (last) => {
+  setup: (sink: Sink) => Effect.Effect<void, E, Scope.Scope>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E> =>
+  Effect.suspend(() => {
+    const opened = Runtime.runFork(runtime)(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      let controller: ReadableStreamDefaultController<Uint8Array> | undefined
+      let open = true
+      let whenDrained: (() => void) | undefined
+      const close = () => {
         if (!open) return
-        if (last !== undefined) controller!.enqueue(last)
-        controller!.close()
-        close()
+        open = false
+        whenDrained?.()
+        Runtime.runFork(runtime)(Scope.close(scope, Exit.void))
       }
-    }
-    yield* Scope.extend(setup(sink), scope).pipe(
-      Effect.onError(() => Effect.zipRight(Effect.sync(() => open = false), Scope.close(scope, Exit.void)))
+      const body = new ReadableStream<Uint8Array>({
+        start: (made) => void (controller = made),
+        pull: () => whenDrained?.(),
+        cancel: close
+      }, { highWaterMark: behind, size: (chunk) => chunk?.byteLength ?? 0 })
+      const sink: Sink = {
+        write: (block) => {
+          if (!open) return false
+          controller!.enqueue(block)
+          return (controller!.desiredSize ?? 0) > 0
+        },
+        drained: Effect.async<void>((resume) => {
+          if (!open || (controller!.desiredSize ?? 0) > 0) return resume(Effect.void)
+          whenDrained = () => {
+            whenDrained = undefined
+            resume(Effect.void)
+          }
+        }),
+        end: (last) => {
+          if (!open) return
+          if (last !== undefined) controller!.enqueue(last)
+          controller!.close()
+          close()
+        }
+      }
+      yield* Scope.extend(setup(sink), scope).pipe(
+        Effect.onError(() => Effect.zipRight(Effect.sync(() => open = false), Scope.close(scope, Exit.void)))
+      )
+      return { response: HttpServerResponse.raw(body, { contentType: CONTENT_TYPE, headers: HEADERS }), close }
+    }))
+    // A request that ends before its answer is made (its client gone, its deadline) leaves no stream behind.
+    return Fiber.join(opened).pipe(
+      Effect.onInterrupt(() =>
+        Effect.flatMap(Fiber.interrupt(opened), (exit) => Effect.sync(() => Exit.isSuccess(exit) && exit.value.close()))
+      ),
+      Effect.map(({ response }) => response)
     )
-    return HttpServerResponse.raw(body, { contentType: CONTENT_TYPE, headers: HEADERS })
-  }) as Effect.Effect<HttpServerResponse.HttpServerResponse, E, Exclude<R, Scope.Scope>>
+  })

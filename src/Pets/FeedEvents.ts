@@ -106,6 +106,8 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
     const feed = yield* PetsFeed
     const keys = yield* ApiKeys
     const lifecycle = yield* Lifecycle
+    // What an open stream runs on: the service's, so that it holds nothing of the request that opened it.
+    const runtime = yield* Effect.runtime<never>()
     const limits = yield* FeedLimitsConfig
     const opens = new Set<Open>()
     const byKey = new Map<ApiKeyId, number>()
@@ -179,8 +181,6 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
             if (left === 0) byKey.delete(open.key)
             else byKey.set(open.key, left)
           })
-      ).pipe(
-        Effect.tapError(() => addResponseHeaders({ "retry-after": String(STREAMS_RETRY_AFTER_SECONDS) }))
       )
 
     /** Writes what the stream missed, from the table up to where the feed stood when it joined; then the rest. */
@@ -206,29 +206,38 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
         const from = resumeFrom(after, end)
         if (from === undefined) return ServerSentEvents.complete(RETRY, RESET)
         const { id: key } = yield* CurrentApiKey
-        return yield* ServerSentEvents.respond(BEHIND_BYTES, (sink) =>
+        return yield* ServerSentEvents.respond(runtime, BEHIND_BYTES, (sink) =>
           Effect.gen(function*() {
             const open: Open = { sink, key, status, last: from, caughtUp: false, waiting: [] }
             yield* admit(open)
             sink.write(ServerSentEvents.encode(RETRY))
-            const joined = yield* orUnavailable(feed.join({
+            const joined = yield* feed.join({
               deliver: (changes) => {
                 if (open.caughtUp) return write(open, end.database, changes)
                 open.waiting.push(...changes)
                 return open.waiting.length <= WAITING_MAX
               },
               dropped: () => sink.end(SLOW_CONSUMER)
-            }))
+            })
             yield* catchUp(open, end.database, joined.end).pipe(
               Effect.catchAll((error: SqlError.SqlError) =>
                 Effect.zipRight(
-                  Effect.logError("the change feed's stream could not read the database", error),
+                  Effect.logError("the change feed's stream could not read the database", error).pipe(
+                    Effect.annotateLogs("keyId", key)
+                  ),
                   Effect.sync(() => sink.end(DATABASE_FAILED))
                 )
               ),
               Effect.forkScoped
             )
-          }))
+          })).pipe(
+            Effect.tapError((error) =>
+              error._tag === "SqlError"
+                ? Effect.void
+                : addResponseHeaders({ "retry-after": String(STREAMS_RETRY_AFTER_SECONDS) })
+            ),
+            orUnavailable
+          )
       })
 
     return { stream }
