@@ -66,6 +66,9 @@ const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [stri
     ["/v1/pets?status=lost", { headers: auth }],
     ["/v1/pets?after=-1", { headers: auth }],
     ["/v1/pets?unknown=1", { headers: auth }],
+    // Names an object's prototype has: parameters like any other.
+    ["/v1/pets?constructor=1&__proto__=2&toString=3", { headers: auth }],
+    ["/v1/pets?constructor=1&constructor=2&limit=2", { headers: auth }],
     ["/v1/pets/1", { headers: auth }],
     ["/v1/pets/999", { headers: auth }],
     ["/v1/pets/abc", { headers: auth }],

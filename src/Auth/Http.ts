@@ -33,7 +33,7 @@ export const AuthorizationLive = Layer.effect(
     const rateLimits = yield* RateLimits
     /** A key that passed: the request's log lines name it (outside a request, the fiber's), and its quota is counted. */
     const passed = (context: Context.Context<never>, key: AuthenticatedKey): Checked => {
-      const counted = Effect.as(rateLimits.consume(key.id), key)
+      const counted = rateLimits.consume(key.id, key)
       return annotateRequestIn(context, "keyId", key.id)
         ? counted
         : Effect.zipRight(annotateRequest("keyId", key.id), counted)

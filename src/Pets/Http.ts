@@ -29,23 +29,21 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
     const feed = yield* PetsFeed
     const feedEvents = yield* FeedEvents
     return handlers
-      .handle("listPets", ({ urlParams }) =>
-        Effect.gen(function*() {
-          const limit = urlParams.limit ?? LIMIT_DEFAULT
-          const page = yield* orUnavailable(repo.list({ ...urlParams, limit }))
+      // A read in two steps, the page then its headers (no generator: reads are the hot path).
+      .handle("listPets", ({ urlParams }) => {
+        const limit = urlParams.limit ?? LIMIT_DEFAULT
+        return Effect.flatMap(orUnavailable(repo.list({ ...urlParams, limit })), (page) => {
           const position = formatPosition(page.feed.database, page.feed.end)
           // A page filtered by id is the only one (`more` is false): the next page needs no id.
-          if (page.more) {
-            // The next page keeps the limit and the status filter.
-            const next = new URLSearchParams({ limit: String(limit) })
-            if (urlParams.status !== undefined) next.set("status", urlParams.status)
-            next.set("after", String(page.pets.at(-1)!.id))
-            yield* addResponseHeaders({ [FEED_POSITION_HEADER]: position, link: `<${PETS_PATH}?${next}>; rel="next"` })
-          } else {
-            yield* addResponseHeaders({ [FEED_POSITION_HEADER]: position })
-          }
-          return page.pets
-        }))
+          if (!page.more) return Effect.as(addResponseHeaders({ [FEED_POSITION_HEADER]: position }), page.pets)
+          // The next page keeps the limit and the status filter.
+          const next = new URLSearchParams({ limit: String(limit) })
+          if (urlParams.status !== undefined) next.set("status", urlParams.status)
+          next.set("after", String(page.pets.at(-1)!.id))
+          const headers = { [FEED_POSITION_HEADER]: position, link: `<${PETS_PATH}?${next}>; rel="next"` }
+          return Effect.as(addResponseHeaders(headers), page.pets)
+        })
+      })
       // With an `Idempotency-Key`, scoped to the API key: the pet made now, or the one the key's first create made.
       .handle("createPet", ({ headers, payload }) =>
         Effect.gen(function*() {
@@ -94,11 +92,10 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
           }
         }))
       .handle("getPet", ({ path }) =>
-        Effect.gen(function*() {
-          const found = yield* orUnavailable(repo.findById(path.petId))
-          if (Option.isNone(found)) return yield* petNotFound(path.petId)
-          return found.value
-        }))
+        Effect.flatMap(
+          orUnavailable(repo.findById(path.petId)),
+          (found) => Option.isNone(found) ? Effect.fail(petNotFound(path.petId)) : Effect.succeed(found.value)
+        ))
   })
 
 /** Every answer of getPet, whatever its status, announces the deprecation. */

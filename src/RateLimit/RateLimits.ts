@@ -61,7 +61,9 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimi
   effect: Effect.gen(function*() {
     const policy = yield* RateLimitConfig
     if (Option.isNone(policy)) {
-      return { consume: (_keyId: string): Effect.Effect<void, RateLimited | Unavailable> => Effect.void }
+      return {
+        consume: <A>(_keyId: string, value: A): Effect.Effect<A, RateLimited | Unavailable> => Effect.succeed(value)
+      }
     }
     const limiter = yield* Effect.provide(RateLimiter.make, yield* storeFor)
     const { limit, windowSeconds } = policy.value
@@ -73,15 +75,21 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimi
     } as const
     const policyHeader = `"default";q=${limit};w=${windowSeconds}`
     return {
-      /** Counts one request of this API key: 429 past the quota, 503 when the shared counters cannot be reached. */
-      consume: (keyId: string) =>
+      /**
+       * Counts one request of this API key, then succeeds with `value`: 429 past the quota, 503 when the shared counters
+       * cannot be reached.
+       */
+      consume: <A>(keyId: string, value: A) =>
         Effect.matchEffect(limiter.consume({ ...options, key: keyId }), {
           onSuccess: (result) =>
-            addResponseHeaders({
-              "ratelimit-policy": policyHeader,
-              ratelimit: limitField(result.remaining, secondsUntil(result.resetAfter))
-            }),
-          onFailure: (error): Effect.Effect<void, RateLimited | Unavailable> => {
+            Effect.as(
+              addResponseHeaders({
+                "ratelimit-policy": policyHeader,
+                ratelimit: limitField(result.remaining, secondsUntil(result.resetAfter))
+              }),
+              value
+            ),
+          onFailure: (error): Effect.Effect<A, RateLimited | Unavailable> => {
             if (error.reason !== "Exceeded") return answerUnavailable("rate-limit store failure", error)
             // At least a second: `Retry-After: 0` would invite the same request at once.
             const wait = Math.max(1, secondsUntil(error.retryAfter))

@@ -9,17 +9,21 @@
  * decode). Nothing else matches: no other case, no doubled slash, no `;` parameters on a fixed segment.
  */
 
-const segmentsOf = (path: string) => path.split("/").slice(1)
+/** A path's segments after its leading slash: `/v1/pets/5` is `["", "v1", "pets", "5"]`, read from index 1. */
+const segmentsOf = (path: string) => path.split("/")
 
-/** The params of a path spelled as `declared` (its segments), still percent-encoded; undefined when it is not. */
+/**
+ * The params of a path spelled as `declared` (its segments), still percent-encoded; undefined when it is not. Nothing
+ * is made for a path that does not match.
+ */
 const paramsOf = (declared: ReadonlyArray<string>, segments: ReadonlyArray<string>) => {
   if (segments.length !== declared.length) return undefined
+  for (let i = 1; i < declared.length; i++) {
+    if (declared[i].charCodeAt(0) !== 58 ? segments[i] !== declared[i] : segments[i] === "") return undefined
+  }
   const params: Record<string, string> = {}
-  for (let i = 0; i < declared.length; i++) {
-    if (!declared[i].startsWith(":")) {
-      if (segments[i] !== declared[i]) return undefined
-    } else if (segments[i] === "") return undefined
-    else params[declared[i].slice(1)] = segments[i]
+  for (let i = 1; i < declared.length; i++) {
+    if (declared[i].charCodeAt(0) === 58) params[declared[i].slice(1)] = segments[i]
   }
   return params
 }
@@ -45,6 +49,8 @@ export const makeRouteTable = <A>(
     }
   })
   const exact = new Map(entries.filter((entry) => !entry.path.includes("/:")).map((entry) => [entry.path, entry]))
+  // Only a path with a parameter can match a path it is not spelled as.
+  const withParams = entries.filter((entry) => entry.path.includes("/:"))
 
   /** The route a path belongs to, whatever the method, with its path parameters. */
   const match = (path: string) => {
@@ -52,7 +58,7 @@ export const makeRouteTable = <A>(
     const found = exact.get(trimmed)
     if (found !== undefined) return { entry: found, params: {} as Record<string, string> }
     const segments = segmentsOf(trimmed)
-    for (const entry of entries) {
+    for (const entry of withParams) {
       const params = paramsOf(entry.segments, segments)
       if (params !== undefined) return { entry, params }
     }

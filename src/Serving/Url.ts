@@ -20,13 +20,15 @@ export const pathOf = (url: string): string => {
 /** The query of a request URL, each name with its value or, when repeated, its values: linear in its length. */
 export const queryOf = (url: string): Record<string, string | Array<string>> => {
   const at = url.indexOf("?")
-  const out: Record<string, string | Array<string>> = {}
-  if (at === -1) return out
+  if (at === -1) return {}
+  // Read into an object without a prototype, as the platform's `UrlParams.toRecord` reads one: a parameter named
+  // `constructor` or `__proto__` is a parameter like any other.
+  const out: Record<string, string | Array<string>> = Object.create(null)
   for (const [name, value] of new URLSearchParams(url.slice(at + 1))) {
     const previous = out[name]
     if (previous === undefined) out[name] = value
     else if (typeof previous === "string") out[name] = [previous, value]
     else previous.push(value)
   }
-  return out
+  return { ...out }
 }
