@@ -16,7 +16,7 @@
  * client reconnects to another replica.
  */
 import type { SqlError } from "@effect/sql"
-import { Config, Duration, Effect, Either, Schedule, Schema } from "effect"
+import { Config, Duration, Effect, Either, Schema, Stream, SubscriptionRef } from "effect"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { ApiKeys, RECHECK_AFTER } from "../Auth/ApiKeys.js"
 import { variable } from "../Config.js"
@@ -139,18 +139,33 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
       return keeping
     }
 
+    /** How many streams are open: the timers below run only while some are. */
+    const openCount = yield* SubscriptionRef.make(0)
+    const whileOpen = (every: Duration.Duration, step: Effect.Effect<void>) =>
+      openCount.changes.pipe(Stream.filter((n) => n > 0), Stream.runHead).pipe(
+        Effect.zipRight(Effect.sleep(every)),
+        Effect.zipRight(step),
+        Effect.forever,
+        Effect.forkScoped
+      )
     // Every stream's heartbeat, one timer for all.
-    yield* Effect.sync(() => {
-      for (const open of opens) if (!open.sink.write(HEARTBEAT_COMMENT)) open.sink.end(SLOW_CONSUMER)
-    }).pipe(Effect.repeat(Schedule.spaced(HEARTBEAT)), Effect.forkScoped)
+    yield* whileOpen(
+      HEARTBEAT,
+      Effect.sync(() => {
+        for (const open of opens) if (!open.sink.write(HEARTBEAT_COMMENT)) open.sink.end(SLOW_CONSUMER)
+      })
+    )
     // The keys of the open streams, each looked at once per RECHECK_AFTER: a revoked key's streams end.
-    yield* Effect.suspend(() =>
-      Effect.forEach([...byKey.keys()], (key) =>
-        Effect.flatMap(keys.isRevoked(key), (revoked) =>
-          Effect.sync(() => {
-            if (revoked) { for (const open of opens) if (open.key === key) open.sink.end(REVOKED) }
-          })), { concurrency: "unbounded", discard: true })
-    ).pipe(Effect.repeat(Schedule.spaced(RECHECK_AFTER)), Effect.forkScoped)
+    yield* whileOpen(
+      RECHECK_AFTER,
+      Effect.suspend(() =>
+        Effect.forEach([...byKey.keys()], (key) =>
+          Effect.flatMap(keys.isRevoked(key), (revoked) =>
+            Effect.sync(() => {
+              if (revoked) { for (const open of opens) if (open.key === key) open.sink.end(REVOKED) }
+            })), { concurrency: "unbounded", discard: true })
+      )
+    )
     // The drain: every stream ends once the listener stops accepting connections.
     yield* lifecycle.stoppedAccepting.pipe(
       Effect.zipRight(Effect.sync(() => {
@@ -172,14 +187,15 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
           }
           opens.add(open)
           byKey.set(open.key, (byKey.get(open.key) ?? 0) + 1)
-          return Effect.void
+          return SubscriptionRef.set(openCount, opens.size)
         }),
         () =>
-          Effect.sync(() => {
+          Effect.suspend(() => {
             opens.delete(open)
             const left = byKey.get(open.key)! - 1
             if (left === 0) byKey.delete(open.key)
             else byKey.set(open.key, left)
+            return SubscriptionRef.set(openCount, opens.size)
           })
       )
 
