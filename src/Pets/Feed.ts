@@ -37,7 +37,7 @@ export interface FeedPage {
 }
 
 /** How many pets a feed read takes at a time; a filtered long poll scans at most SCAN_MAX per request. */
-export const BATCH = 100
+const BATCH = 100
 const SCAN_MAX = 1_000
 /** How many changes a long poll may have waiting (it takes them as they come). */
 const POLL_QUEUE = 1_000
@@ -57,7 +57,7 @@ export interface FeedRow {
   readonly database: string
   readonly end: number
 }
-const feedEndOf = (rows: ReadonlyArray<FeedRow>): FeedEnd => ({
+export const feedEndOf = (rows: ReadonlyArray<FeedRow>): FeedEnd => ({
   database: rows[0].database,
   end: Number(rows[0].end)
 })
@@ -80,7 +80,6 @@ const ON_POSTGRESQL = feedStatements("position")
 
 /** The feed's statements on a backend; `END` also answers the list's `Feed-Position` (`PetsRepo.list`). */
 export const feedStatementsOn = (system: string) => system === "postgresql" ? ON_POSTGRESQL : ON_SQLITE
-export { feedEndOf }
 
 export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
   dependencies: [Statements.Default],
