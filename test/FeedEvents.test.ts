@@ -4,13 +4,12 @@
  * per-key and per-process limits, a revoked key, a client that does not read, and the drain.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect } from "effect"
-import { ApiKeys } from "../src/Auth/ApiKeys.js"
-import { keyIdOf } from "../src/Auth/ApiKeys.js"
+import { Context, Effect, Option } from "effect"
+import { ApiKeys, keyIdOf } from "../src/Auth/ApiKeys.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
 import { BEHIND_BYTES } from "../src/Pets/FeedEvents.js"
-import { type Backend, describeBackends } from "./support/backends.js"
-import { type App, appWith, createRequest, json } from "./support/retries.js"
+import { type Backend, describeBackends, describePostgres } from "./support/backends.js"
+import { type App, appOn, appWith, createRequest, json } from "./support/retries.js"
 import { type Block, readEvents } from "./support/sse.js"
 
 const streamRequest = (key: string, headers: Record<string, string> = {}): RequestInit => ({
@@ -166,7 +165,7 @@ describeBackends((backend: Backend) => {
         yield* next(reader)
         const keys = Context.get(app.context, ApiKeys)
         const started = Date.now()
-        yield* keys.revoke(keyIdOf(key).pipe((id) => id._tag === "Some" ? id.value : "" as never))
+        yield* keys.revoke(Option.getOrThrow(keyIdOf(key)))
         const blocks = yield* rest(reader, 2_000)
         expect(Date.now() - started).toBeLessThan(1_500)
         expect(blocks.at(-1)?.event).toBe("error")
@@ -201,5 +200,32 @@ describeBackends((backend: Backend) => {
         yield* Context.get(app.context, Lifecycle).stopAccepting
         expect(yield* rest(reader, 1_000)).toEqual([])
       }))
+
+    it.scopedLive("opening a stream is one request against RATE_LIMIT", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend, { RATE_LIMIT: "2/minute" })
+        const reader = yield* open(app)
+        expect((yield* app.fetch("/v1/pets", { headers: { authorization: `Bearer ${app.key}` } })).status).toBe(200)
+        const refused = yield* app.fetch("/v1/pets/changes", streamRequest(app.key))
+        expect(refused.status).toBe(429)
+        expect(yield* json(refused)).toMatchObject({ code: "rate_limited" })
+        yield* Effect.promise(() => reader.cancel())
+      }))
   })
+})
+
+describePostgres((backend) => {
+  it.scopedLive("a key revoked through one replica ends its streams on another within a second", () =>
+    Effect.gen(function*() {
+      const a = yield* appWith(backend)
+      const b = yield* appOn(a.url)
+      const key = yield* a.newKey("revoked")
+      const reader = yield* open(b, "", {}, key)
+      yield* next(reader)
+      const started = Date.now()
+      yield* Context.get(a.context, ApiKeys).revoke(Option.getOrThrow(keyIdOf(key)))
+      const blocks = yield* rest(reader, 3_000)
+      expect(Date.now() - started).toBeLessThan(1_500)
+      expect(JSON.parse(blocks.at(-1)!.data!)).toMatchObject({ code: "unauthorized", status: 401 })
+    }))
 })
