@@ -86,10 +86,17 @@ export const respond = <E>(
         pull: () => whenDrained?.(),
         cancel: close
       }, { highWaterMark: behind, size: (chunk) => chunk?.byteLength ?? 0 })
+      // A body the platform has let go of without cancelling it (its connection failed) refuses what is written: the
+      // stream is over.
       const sink: Sink = {
         write: (block) => {
           if (!open) return false
-          controller!.enqueue(block)
+          try {
+            controller!.enqueue(block)
+          } catch {
+            close()
+            return false
+          }
           return (controller!.desiredSize ?? 0) > 0
         },
         drained: Effect.async<void>((resume) => {
@@ -101,8 +108,12 @@ export const respond = <E>(
         }),
         end: (last) => {
           if (!open) return
-          if (last !== undefined) controller!.enqueue(last)
-          controller!.close()
+          try {
+            if (last !== undefined) controller!.enqueue(last)
+            controller!.close()
+          } catch {
+            // already let go of
+          }
           close()
         }
       }

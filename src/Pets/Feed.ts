@@ -127,8 +127,10 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
     // While anyone follows: a read at each wake-up, and every CHECK_EVERY. Idle, it waits for a follower.
     yield* following.changes.pipe(Stream.filter((n) => n > 0), Stream.runHead).pipe(
       Effect.zipRight(Effect.race(Queue.take(wake), Effect.sleep(CHECK_EVERY))),
+      // Whatever one read meets, the next wake-up reads again.
       Effect.zipRight(publish.pipe(
-        Effect.catchAll((error) => Effect.logWarning("the change feed could not read the database", error))
+        Effect.catchAll((error) => Effect.logWarning("the change feed could not read the database", error)),
+        Effect.catchAllDefect((defect) => Effect.logError("the change feed's read failed", defect))
       )),
       Effect.forever,
       Effect.forkScoped
