@@ -25,6 +25,16 @@ export const parsePort = (text: string): Either.Either<number, string> =>
     ? Either.right(Number(text))
     : Either.left("must be an integer from 1 to 65535")
 
+/** A positive integer of at most nine digits; `what` says what it counts, in the refusal ("…, such as 7"). */
+export const positiveInteger = (name: string, what: string): Config.Config<number> =>
+  variable(
+    name,
+    (text) =>
+      /^[0-9]{1,9}$/.test(text) && Number(text) >= 1
+        ? Either.right(Number(text))
+        : Either.left(`must be a positive integer, ${what}`)
+  )
+
 /** `name`: one of the given words (`LOG_LEVEL must be one of debug, info, warning, error (got "loud")`). */
 const oneOf = <const A extends string>(name: string, values: ReadonlyArray<A>): Config.Config<A> =>
   variable(

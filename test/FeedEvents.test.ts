@@ -4,10 +4,10 @@
  * per-key and per-process limits, a revoked key, a client that does not read, and the drain.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Option } from "effect"
+import { ConfigProvider, Context, Effect, Option } from "effect"
 import { ApiKeys, keyIdOf } from "../src/Auth/ApiKeys.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
-import { BEHIND_BYTES } from "../src/Pets/FeedEvents.js"
+import { BEHIND_BYTES, FeedLimitsConfig } from "../src/Pets/FeedEvents.js"
 import { type Backend, describeBackends, describePostgres } from "./support/backends.js"
 import { type App, appOn, appWith, createRequest, json } from "./support/retries.js"
 import { type Block, readEvents } from "./support/sse.js"
@@ -212,6 +212,24 @@ describeBackends((backend: Backend) => {
         yield* Effect.promise(() => reader.cancel())
       }))
   })
+})
+
+describe("the feed's limits", () => {
+  it.effect("FEED_STREAMS_PER_KEY and FEED_STREAMS: 10 and 10000 unless set; a value that is no positive integer refused", () =>
+    Effect.gen(function*() {
+      const read = (env: Record<string, string>) =>
+        Effect.withConfigProvider(FeedLimitsConfig, ConfigProvider.fromMap(new Map(Object.entries(env))))
+      expect(yield* read({})).toEqual({ perKey: 10, perProcess: 10_000 })
+      expect(yield* read({ FEED_STREAMS_PER_KEY: "3", FEED_STREAMS: "50" })).toEqual({ perKey: 3, perProcess: 50 })
+      for (const value of ["0", "-1", "2.5", "many"]) {
+        const refused = yield* Effect.flip(read({ FEED_STREAMS: value }))
+        expect(String(refused)).toContain(
+          `FEED_STREAMS must be a positive integer, the event streams this process serves at once, such as 10000 (got ${
+            JSON.stringify(value)
+          })`
+        )
+      }
+    }))
 })
 
 describePostgres((backend) => {

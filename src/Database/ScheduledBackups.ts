@@ -10,7 +10,7 @@ import { BunFileSystem } from "@effect/platform-bun"
 import { Clock, Config, ConfigError, Duration, Effect, Either, Layer, Metric, Option, Redacted, Schedule } from "effect"
 import { dirname, join, resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
-import { BackupEvery, variable } from "../Config.js"
+import { BackupEvery, positiveInteger, variable } from "../Config.js"
 import { backupDuration, backupFailures, backupLastSuccess } from "../Observability/Metrics.js"
 import { backup, type Pace, sqliteFileOf } from "./Backup.js"
 import { reasonOf } from "./DurableFile.js"
@@ -23,13 +23,9 @@ import { reasonOf } from "./DurableFile.js"
 export const SCHEDULED_PACE: Pace = { rows: 1000, pause: Duration.millis(5) }
 
 /** `BACKUP_KEEP`: how many backups are kept. */
-export const BackupKeep = variable(
-  "BACKUP_KEEP",
-  (text) =>
-    /^[0-9]{1,9}$/.test(text) && Number(text) >= 1
-      ? Either.right(Number(text))
-      : Either.left("must be a positive integer, the number of backups to keep, such as 7")
-).pipe(Config.withDefault(7))
+export const BackupKeep = positiveInteger("BACKUP_KEEP", "the number of backups to keep, such as 7").pipe(
+  Config.withDefault(7)
+)
 
 /** `BACKUP_DIR`: where backups are written; by default `backups` beside the database file. */
 const BackupDir = variable(

@@ -16,10 +16,10 @@
  * client reconnects to another replica.
  */
 import type { SqlError } from "@effect/sql"
-import { Config, Duration, Effect, Either, Schema, Stream, SubscriptionRef } from "effect"
+import { Config, Duration, Effect, Schema, Stream, SubscriptionRef } from "effect"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { ApiKeys, RECHECK_AFTER } from "../Auth/ApiKeys.js"
-import { variable } from "../Config.js"
+import { positiveInteger } from "../Config.js"
 import type { ApiKeyId } from "../Domain/ApiKey.js"
 import {
   errorBody,
@@ -52,18 +52,14 @@ const WAITING_MAX = 10_000
 /** How long a refused stream is told to wait before it tries again (`Retry-After`). */
 export const STREAMS_RETRY_AFTER_SECONDS = 5
 
-const positiveInt = (name: string) =>
-  variable(name, (text) => {
-    const n = Number(text)
-    return /^[0-9]+$/.test(text) && Number.isSafeInteger(n) && n > 0
-      ? Either.right(n)
-      : Either.left(`${name} must be a positive whole number (got ${JSON.stringify(text)})`)
-  })
-
 /** `FEED_STREAMS_PER_KEY` and `FEED_STREAMS`: the open event streams one API key, and one process, may have. */
 export const FeedLimitsConfig = Config.all({
-  perKey: positiveInt("FEED_STREAMS_PER_KEY").pipe(Config.withDefault(10)),
-  perProcess: positiveInt("FEED_STREAMS").pipe(Config.withDefault(10_000))
+  perKey: positiveInteger("FEED_STREAMS_PER_KEY", "the event streams one API key may hold open, such as 10").pipe(
+    Config.withDefault(10)
+  ),
+  perProcess: positiveInteger("FEED_STREAMS", "the event streams this process serves at once, such as 10000").pipe(
+    Config.withDefault(10_000)
+  )
 })
 
 const encodePet = Schema.encodeSync(Schema.parseJson(Pet))
