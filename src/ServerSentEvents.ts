@@ -4,12 +4,13 @@
  * (`X-Accel-Buffering: no`) or caching them.
  *
  * A long-lived stream is a `Sink`: a response body that blocks are written to as they come, by whoever has them. Many
- * streams fed the same events is the case it is for (one write of one encoded block per stream), where a `Stream`
- * per response (`HttpServerResponse.stream`) costs a fiber and a channel per stream and per element: measured with
- * 1,000 streams, about 0.8 ms of CPU per event per stream and 0.4 MiB per idle stream (`bench/results`).
+ * streams fed the same events is the case it is for (one write of one encoded block per stream, a few objects per
+ * stream), where a `Stream` per response (`HttpServerResponse.stream`) costs a fiber and a channel per stream and per
+ * element: measured with 1,000 streams, about 0.8 ms of CPU per event per stream and 0.4 MiB per idle stream
+ * (`bench/results`).
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Effect, Exit, Fiber, Runtime, Scope } from "effect"
+import { Effect } from "effect"
 
 export const CONTENT_TYPE = "text/event-stream"
 
@@ -59,74 +60,54 @@ export interface Sink {
 }
 
 /**
- * A response that streams what is written to its sink. `setup` runs first, on `runtime` (a service's, so that an open
- * stream holds nothing of the request that opened it), in a scope of the stream's own: the stream's resources (its
- * place among others, the fibers that feed it) live in it, and it closes when the stream ends, whichever side ends it.
- * If `setup` fails, the scope closes and the failure is the answer.
+ * A stream's sink and the response that carries what is written to it. `closed` is called once, when the stream
+ * ends, whichever side ends it: the client going away, or `end`. Nothing else is kept per stream.
  */
-export const respond = <E>(
-  runtime: Runtime.Runtime<never>,
-  behind: number,
-  setup: (sink: Sink) => Effect.Effect<void, E, Scope.Scope>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E> =>
-  Effect.suspend(() => {
-    const opened = Runtime.runFork(runtime)(Effect.gen(function*() {
-      const scope = yield* Scope.make()
-      let controller: ReadableStreamDefaultController<Uint8Array> | undefined
-      let open = true
-      let whenDrained: (() => void) | undefined
-      const close = () => {
-        if (!open) return
-        open = false
-        whenDrained?.()
-        Runtime.runFork(runtime)(Scope.close(scope, Exit.void))
+export const makeSink = (behind: number, closed: () => void) => {
+  let controller: ReadableStreamDefaultController<Uint8Array> | undefined
+  let open = true
+  let whenDrained: (() => void) | undefined
+  const close = () => {
+    if (!open) return
+    open = false
+    whenDrained?.()
+    closed()
+  }
+  const body = new ReadableStream<Uint8Array>({
+    start: (made) => void (controller = made),
+    pull: () => whenDrained?.(),
+    cancel: close
+  }, { highWaterMark: behind, size: (chunk) => chunk?.byteLength ?? 0 })
+  // A body the platform has let go of without cancelling it (its connection failed) refuses what is written: the
+  // stream is over.
+  const sink: Sink = {
+    write: (block) => {
+      if (!open) return false
+      try {
+        controller!.enqueue(block)
+      } catch {
+        close()
+        return false
       }
-      const body = new ReadableStream<Uint8Array>({
-        start: (made) => void (controller = made),
-        pull: () => whenDrained?.(),
-        cancel: close
-      }, { highWaterMark: behind, size: (chunk) => chunk?.byteLength ?? 0 })
-      // A body the platform has let go of without cancelling it (its connection failed) refuses what is written: the
-      // stream is over.
-      const sink: Sink = {
-        write: (block) => {
-          if (!open) return false
-          try {
-            controller!.enqueue(block)
-          } catch {
-            close()
-            return false
-          }
-          return (controller!.desiredSize ?? 0) > 0
-        },
-        drained: Effect.async<void>((resume) => {
-          if (!open || (controller!.desiredSize ?? 0) > 0) return resume(Effect.void)
-          whenDrained = () => {
-            whenDrained = undefined
-            resume(Effect.void)
-          }
-        }),
-        end: (last) => {
-          if (!open) return
-          try {
-            if (last !== undefined) controller!.enqueue(last)
-            controller!.close()
-          } catch {
-            // already let go of
-          }
-          close()
-        }
+      return (controller!.desiredSize ?? 0) > 0
+    },
+    drained: Effect.async<void>((resume) => {
+      if (!open || (controller!.desiredSize ?? 0) > 0) return resume(Effect.void)
+      whenDrained = () => {
+        whenDrained = undefined
+        resume(Effect.void)
       }
-      yield* Scope.extend(setup(sink), scope).pipe(
-        Effect.onError(() => Effect.zipRight(Effect.sync(() => open = false), Scope.close(scope, Exit.void)))
-      )
-      return { response: HttpServerResponse.raw(body, { contentType: CONTENT_TYPE, headers: HEADERS }), close }
-    }))
-    // A request that ends before its answer is made (its client gone, its deadline) leaves no stream behind.
-    return Fiber.join(opened).pipe(
-      Effect.onInterrupt(() =>
-        Effect.flatMap(Fiber.interrupt(opened), (exit) => Effect.sync(() => Exit.isSuccess(exit) && exit.value.close()))
-      ),
-      Effect.map(({ response }) => response)
-    )
-  })
+    }),
+    end: (last) => {
+      if (!open) return
+      try {
+        if (last !== undefined) controller!.enqueue(last)
+        controller!.close()
+      } catch {
+        // already let go of
+      }
+      close()
+    }
+  }
+  return { sink, response: HttpServerResponse.raw(body, { contentType: CONTENT_TYPE, headers: HEADERS }) }
+}

@@ -4,10 +4,12 @@
  * for a pet the status filter passes over (the client's `Last-Event-ID` moves past it). A stream is not a request that
  * takes too long: `REQUEST_TIMEOUT` bounds only its start.
  *
- * Each change is encoded once, whatever the number of streams, and written to each stream's body as the feed hands it
- * over (`ServerSentEvents.Sink`). The streams of the process share one heartbeat (a comment every HEARTBEAT, so that
- * neither the listener, whose idle timeout is past 30 seconds, nor a proxy with an idle timeout of 10 seconds or more
- * takes a stream for idle) and one check of their keys (every RECHECK_AFTER).
+ * The streams of the process are one follower of the feed (`Feed.ts`) while any is open: each change it is handed is
+ * encoded once and written to each stream's body (`ServerSentEvents.Sink`). A stream that opens reads what it missed
+ * from the table, up to where the streams' follower stood when it opened, then takes the changes as they come. The
+ * streams share one heartbeat (a comment every HEARTBEAT, so that neither the listener, whose idle timeout is past 30
+ * seconds, nor a proxy with an idle timeout of 10 seconds or more takes a stream for idle) and one check of their keys
+ * (every RECHECK_AFTER). An open stream is a few objects: its state here and its body.
  *
  * A stream ends with an event that says why, where it can still be written: `reset` for a position the feed cannot
  * resume from (the 410's body: a browser sees no status once it is connected), `error` with `slow_consumer` when the
@@ -16,7 +18,18 @@
  * client reconnects to another replica.
  */
 import type { SqlError } from "@effect/sql"
-import { Config, Duration, Effect, Schema, Stream, SubscriptionRef } from "effect"
+import {
+  Config,
+  Duration,
+  Effect,
+  ExecutionStrategy,
+  Exit,
+  Runtime,
+  Schema,
+  Scope,
+  Stream,
+  SubscriptionRef
+} from "effect"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { ApiKeys, RECHECK_AFTER } from "../Auth/ApiKeys.js"
 import { positiveInteger } from "../Config.js"
@@ -67,6 +80,7 @@ const errorEvent = (name: string, data: unknown) =>
   ServerSentEvents.encode(ServerSentEvents.event({ event: name, data: JSON.stringify(data) }))
 
 const RETRY = ServerSentEvents.retry(Duration.toMillis(RECONNECT_AFTER))
+const RETRY_BLOCK = ServerSentEvents.encode(RETRY)
 const HEARTBEAT_COMMENT = ServerSentEvents.encode(ServerSentEvents.comment("heartbeat"))
 const RESET = ServerSentEvents.event({
   event: "reset",
@@ -91,9 +105,9 @@ interface Open {
   readonly status: PetStatus | undefined
   /** The last position written (or passed over). */
   last: number
-  /** Changes handed over while it still reads what it missed from the table; then written as they come. */
-  caughtUp: boolean
-  readonly waiting: Array<FeedChange>
+  /** Changes handed over while it still reads what it missed from the table; undefined once it has. */
+  waiting: Array<FeedChange> | undefined
+  closed: boolean
 }
 
 export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", {
@@ -102,7 +116,8 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
     const feed = yield* PetsFeed
     const keys = yield* ApiKeys
     const lifecycle = yield* Lifecycle
-    // What an open stream runs on: the service's, so that it holds nothing of the request that opened it.
+    const scope = yield* Effect.scope
+    // What runs when a stream ends, from its body's callback.
     const runtime = yield* Effect.runtime<never>()
     const limits = yield* FeedLimitsConfig
     const opens = new Set<Open>()
@@ -110,7 +125,9 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
 
     /** A change's two encodings, made at its first write and shared by every stream it is written to. */
     const encoded = new WeakMap<FeedChange, { readonly created: Uint8Array; readonly passed: Uint8Array }>()
-    const blockOf = (database: string, change: FeedChange, status: PetStatus | undefined) => {
+    /** The feed's database id, for the positions written (every stream of a process follows the same database). */
+    let database = ""
+    const blockOf = (change: FeedChange, status: PetStatus | undefined) => {
       let blocks = encoded.get(change)
       if (blocks === undefined) {
         const id = formatPosition(database, change.position)
@@ -124,16 +141,48 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
       }
       return status === undefined || change.pet.status === status ? blocks.created : blocks.passed
     }
-    /** Writes the changes past the stream's last position; false when its client is too far behind. */
-    const write = (open: Open, database: string, changes: Iterable<FeedChange>) => {
-      let keeping = true
+    /** Writes the changes past the stream's last position; a client too far behind is ended. */
+    const write = (open: Open, changes: Iterable<FeedChange>) => {
       for (const change of changes) {
         if (change.position <= open.last) continue
         open.last = change.position
-        keeping = open.sink.write(blockOf(database, change, open.status))
+        if (!open.sink.write(blockOf(change, open.status))) return open.sink.end(SLOW_CONSUMER)
       }
-      return keeping
     }
+
+    /**
+     * The streams' one follower of the feed, while any stream is open (its scope), and the last position it was
+     * handed: a stream that opens now has what follows it written as it comes.
+     */
+    const lock = yield* Effect.makeSemaphore(1)
+    let following: { readonly scope: Scope.CloseableScope; handed: number } | undefined
+    const follower = {
+      deliver: (changes: ReadonlyArray<FeedChange>) => {
+        if (following !== undefined) following.handed = changes.at(-1)!.position
+        for (const open of opens) {
+          if (open.waiting === undefined) write(open, changes)
+          else if (open.waiting.push(...changes) > WAITING_MAX) open.sink.end(SLOW_CONSUMER)
+        }
+        return true
+      },
+      dropped: () => {}
+    }
+    const follow = Effect.gen(function*() {
+      if (following !== undefined) return following.handed
+      const followed = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+      const from = yield* Scope.extend(feed.join(follower), followed).pipe(
+        Effect.onError(() => Scope.close(followed, Exit.void))
+      )
+      database = from.database
+      following = { scope: followed, handed: from.end }
+      return from.end
+    })
+    const unfollowWhenNoneOpen = lock.withPermits(1)(Effect.suspend(() => {
+      if (opens.size > 0 || following === undefined) return Effect.void
+      const { scope: followed } = following
+      following = undefined
+      return Scope.close(followed, Exit.void)
+    }))
 
     /** How many streams are open: the timers below run only while some are. */
     const openCount = yield* SubscriptionRef.make(0)
@@ -170,44 +219,51 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
       Effect.forkScoped
     )
 
-    /** Its place among the open streams, if the limits leave one (else the refusal), until the scope closes. */
-    const admit = (open: Open) =>
-      Effect.acquireRelease(
-        Effect.suspend((): Effect.Effect<void, TooManyStreams | Unavailable> => {
-          if ((byKey.get(open.key) ?? 0) >= limits.perKey) return Effect.fail(tooManyStreams(limits.perKey))
-          if (opens.size >= limits.perProcess) {
-            return Effect.fail(unavailable(
-              "This server has as many change streams open as it serves (FEED_STREAMS); try again shortly, or " +
-                "another replica."
-            ))
-          }
-          opens.add(open)
-          byKey.set(open.key, (byKey.get(open.key) ?? 0) + 1)
-          return SubscriptionRef.set(openCount, opens.size)
-        }),
-        () =>
-          Effect.suspend(() => {
-            opens.delete(open)
-            const left = byKey.get(open.key)! - 1
-            if (left === 0) byKey.delete(open.key)
-            else byKey.set(open.key, left)
-            return SubscriptionRef.set(openCount, opens.size)
-          })
-      )
+    /** Why a new stream of `key` is refused, if the limits refuse it. */
+    const refusal = (key: ApiKeyId): TooManyStreams | Unavailable | undefined => {
+      if ((byKey.get(key) ?? 0) >= limits.perKey) return tooManyStreams(limits.perKey)
+      if (opens.size >= limits.perProcess) {
+        return unavailable(
+          "This server has as many change streams open as it serves (FEED_STREAMS); try again shortly, or another " +
+            "replica."
+        )
+      }
+      return undefined
+    }
+    /** A stream that ended: its place among the limits is free, and with the last one the streams stop following. */
+    const closed = (open: Open) => {
+      open.closed = true
+      opens.delete(open)
+      const left = byKey.get(open.key)! - 1
+      if (left === 0) byKey.delete(open.key)
+      else byKey.set(open.key, left)
+      Runtime.runFork(runtime)(Effect.zipRight(SubscriptionRef.set(openCount, opens.size), unfollowWhenNoneOpen))
+    }
 
-    /** Writes what the stream missed, from the table up to where the feed stood when it joined; then the rest. */
-    const catchUp = (open: Open, database: string, from: number) =>
+    /** Writes what the stream missed, from the table up to `from`; then what came meanwhile, and the rest as it comes. */
+    const catchUp = (open: Open, from: number) =>
       Effect.gen(function*() {
-        while (open.last < from) {
+        while (open.last < from && !open.closed) {
           const changes = yield* feed.changesAfter(open.last)
           if (changes.length === 0) break
-          if (!write(open, database, changes)) yield* open.sink.drained
+          write(open, changes)
+          yield* open.sink.drained
         }
         yield* Effect.sync(() => {
-          open.caughtUp = true
-          if (!write(open, database, open.waiting.splice(0))) open.sink.end(SLOW_CONSUMER)
+          const waiting = open.waiting!
+          open.waiting = undefined
+          write(open, waiting)
         })
-      })
+      }).pipe(
+        Effect.catchAll((error: SqlError.SqlError) =>
+          Effect.zipRight(
+            Effect.logError("the change feed's stream could not read the database", error).pipe(
+              Effect.annotateLogs("keyId", open.key)
+            ),
+            Effect.sync(() => open.sink.end(DATABASE_FAILED))
+          )
+        )
+      )
 
     /**
      * The event stream after `after` (a position, `start` or `now`) of the feed that ends at `end`, for the
@@ -215,41 +271,30 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
      */
     const stream = (after: string, end: FeedEnd, status: PetStatus | undefined) =>
       Effect.gen(function*() {
-        const from = resumeFrom(after, end)
-        if (from === undefined) return ServerSentEvents.complete(RETRY, RESET)
+        const position = resumeFrom(after, end)
+        if (position === undefined) return ServerSentEvents.complete(RETRY, RESET)
         const { id: key } = yield* CurrentApiKey
-        return yield* ServerSentEvents.respond(runtime, BEHIND_BYTES, (sink) =>
-          Effect.gen(function*() {
-            const open: Open = { sink, key, status, last: from, caughtUp: false, waiting: [] }
-            yield* admit(open)
-            sink.write(ServerSentEvents.encode(RETRY))
-            const joined = yield* feed.join({
-              deliver: (changes) => {
-                if (open.caughtUp) return write(open, end.database, changes)
-                open.waiting.push(...changes)
-                return open.waiting.length <= WAITING_MAX
-              },
-              dropped: () => sink.end(SLOW_CONSUMER)
-            })
-            yield* catchUp(open, end.database, joined.end).pipe(
-              Effect.catchAll((error: SqlError.SqlError) =>
-                Effect.zipRight(
-                  Effect.logError("the change feed's stream could not read the database", error).pipe(
-                    Effect.annotateLogs("keyId", key)
-                  ),
-                  Effect.sync(() => sink.end(DATABASE_FAILED))
-                )
-              ),
-              Effect.forkScoped
-            )
-          })).pipe(
-            Effect.tapError((error) =>
-              error._tag === "SqlError"
-                ? Effect.void
-                : addResponseHeaders({ "retry-after": String(STREAMS_RETRY_AFTER_SECONDS) })
-            ),
-            orUnavailable
-          )
+        const opened = yield* lock.withPermits(1)(Effect.gen(function*() {
+          const refused = refusal(key)
+          if (refused !== undefined) return yield* Effect.fail(refused)
+          const from = yield* follow
+          const { response, sink } = ServerSentEvents.makeSink(BEHIND_BYTES, () => closed(open))
+          const open: Open = { sink, key, status, last: position, waiting: [], closed: false }
+          opens.add(open)
+          byKey.set(key, (byKey.get(key) ?? 0) + 1)
+          yield* SubscriptionRef.set(openCount, opens.size)
+          sink.write(RETRY_BLOCK)
+          return { open, from, response }
+        })).pipe(
+          Effect.tapError((error) =>
+            error._tag === "SqlError"
+              ? Effect.void
+              : addResponseHeaders({ "retry-after": String(STREAMS_RETRY_AFTER_SECONDS) })
+          ),
+          orUnavailable
+        )
+        yield* Effect.forkIn(catchUp(opened.open, opened.from), scope)
+        return opened.response
       })
 
     return { stream }
