@@ -51,7 +51,8 @@ export const ChangesHeaders = Schema.Struct({
 export const ChangesQuery = Schema.Struct({
   after: Schema.optional(Schema.String.annotations({
     description: "Where to resume: a position (a page's `next`, a change's `position`, a list's `Feed-Position`), " +
-      "`start` (from the first pet) or `now` (the default: only what is created from now on).",
+      "`start` (from the first pet) or `now` (the default: only what is created from now on; for an event stream, " +
+      "from where the server's reads of the feed stand).",
     examples: ["now"]
   })),
   wait: Schema.optional(Wait),

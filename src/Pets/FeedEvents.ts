@@ -52,7 +52,7 @@ import { Lifecycle } from "../Operations/Lifecycle.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import * as ServerSentEvents from "../ServerSentEvents.js"
 import { orUnavailable } from "../Unavailable.js"
-import { type FeedChange, type FeedEnd, PetsFeed } from "./Feed.js"
+import { type FeedChange, PetsFeed } from "./Feed.js"
 
 /** How often every stream writes a comment. */
 export const HEARTBEAT = Duration.seconds(5)
@@ -266,15 +266,20 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
       )
 
     /**
-     * The event stream after `after` (a position, `start` or `now`) of the feed that ends at `end`, for the
-     * request's key; refused before it starts past the limits (with `Retry-After`).
+     * The event stream after `after` (a position, `start`, or `now`: where the process's reads of the feed stand), for
+     * the request's key; refused before it starts past the limits (with `Retry-After`).
      */
-    const stream = (after: string, end: FeedEnd, status: PetStatus | undefined) =>
+    const stream = (after: string, status: PetStatus | undefined) =>
       Effect.gen(function*() {
-        const position = resumeFrom(after, end)
-        if (position === undefined) return ServerSentEvents.complete(RETRY, RESET)
         const { id: key } = yield* CurrentApiKey
         const opened = yield* lock.withPermits(1)(Effect.gen(function*() {
+          // Where it resumes, against where the streams' reads stand (`now`); the feed's end is read only when the
+          // streams follow nothing yet, or for a position past their reads.
+          let position = following === undefined
+            ? resumeFrom(after, yield* feed.feedEnd)
+            : resumeFrom(after, { database, end: following.handed })
+          if (position === undefined && following !== undefined) position = resumeFrom(after, yield* feed.feedEnd)
+          if (position === undefined) return undefined
           const refused = refusal(key)
           if (refused !== undefined) return yield* Effect.fail(refused)
           const from = yield* follow
@@ -293,6 +298,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
           ),
           orUnavailable
         )
+        if (opened === undefined) return ServerSentEvents.complete(RETRY, RESET)
         yield* Effect.forkIn(catchUp(opened.open, opened.from), scope)
         return opened.response
       })

@@ -68,14 +68,14 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
       // `Accept: text/event-stream`, an event stream (`FeedEvents.ts`).
       .handle("listPetChanges", ({ headers, urlParams }) =>
         Effect.gen(function*() {
-          const end = yield* orUnavailable(feed.feedEnd)
           const request = yield* HttpServerRequest.HttpServerRequest
           if (ServerSentEvents.accepts(request.headers.accept)) {
             // A HEAD is answered a stream's headers at once, and opens none.
             return request.method === "HEAD"
               ? ServerSentEvents.complete()
-              : yield* feedEvents.stream(headers["last-event-id"] ?? urlParams.after ?? "now", end, urlParams.status)
+              : yield* feedEvents.stream(headers["last-event-id"] ?? urlParams.after ?? "now", urlParams.status)
           }
+          const end = yield* orUnavailable(feed.feedEnd)
           const after = resumeFrom(urlParams.after ?? "now", end)
           if (after === undefined) return yield* feedPositionGone()
           const page = yield* orUnavailable(feed.follow(after, {
