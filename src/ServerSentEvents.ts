@@ -49,11 +49,11 @@ export const complete = (...blocks: ReadonlyArray<string>): HttpServerResponse.H
 /** The body of a long-lived stream, written to as events come. */
 export interface Sink {
   /**
-   * Writes an encoded block; false once the client has not read `behind` bytes of what was written (the body's
-   * queue holds them; it never holds much more), or once the stream has ended.
+   * Writes an encoded block; false once the client has not read `behind` of the blocks written (the body's queue
+   * holds them; it never holds many more), or once the stream has ended.
    */
   readonly write: (block: Uint8Array) => boolean
-  /** Waits until the client has read what was written, down to less than `behind` bytes. */
+  /** Waits until the client has read what was written, down to fewer than `behind` blocks. */
   readonly drained: Effect.Effect<void>
   /** Writes `last`, if given, and ends the stream. */
   readonly end: (last?: Uint8Array) => void
@@ -77,7 +77,8 @@ export const makeSink = (behind: number, closed: () => void) => {
     start: (made) => void (controller = made),
     pull: () => whenDrained?.(),
     cancel: close
-  }, { highWaterMark: behind, size: (chunk) => chunk?.byteLength ?? 0 })
+    // Counted in blocks: a queue that counts bytes (a `size` function) costs Bun about 4 KiB more per stream.
+  }, { highWaterMark: behind })
   // A body the platform has let go of without cancelling it (its connection failed) refuses what is written: the
   // stream is over.
   const sink: Sink = {

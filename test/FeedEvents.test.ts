@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Context, Effect, Option } from "effect"
 import { ApiKeys, keyIdOf } from "../src/Auth/ApiKeys.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
-import { BEHIND_BYTES, FeedLimitsConfig } from "../src/Pets/FeedEvents.js"
+import { BEHIND_BLOCKS, FeedLimitsConfig } from "../src/Pets/FeedEvents.js"
 import { type Backend, describeBackends, describePostgres } from "./support/backends.js"
 import { type App, appOn, appWith, createRequest, json } from "./support/retries.js"
 import { type Block, readEvents } from "./support/sse.js"
@@ -172,16 +172,15 @@ describeBackends((backend: Backend) => {
         expect(JSON.parse(blocks.at(-1)!.data!)).toMatchObject({ code: "unauthorized", status: 401 })
       }))
 
-    it.scopedLive(`a client that does not read is ended once ${BEHIND_BYTES} bytes wait for it: slow_consumer`, () =>
+    it.scopedLive(`a client that does not read is ended once ${BEHIND_BLOCKS} events wait for it: slow_consumer`, () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend)
         const reader = yield* open(app)
         yield* next(reader)
-        // The client reads nothing while more than the stream holds for it is created (each event about 280 bytes).
-        const name = (i: number) => `${i} ${"x".repeat(180)}`
+        // The client reads nothing while more than the stream holds for it is created.
         yield* Effect.forEach(
-          Array.from({ length: Math.ceil(BEHIND_BYTES / 250) }, (_, i) => i),
-          (i) => create(app, name(i)),
+          Array.from({ length: BEHIND_BLOCKS + 50 }, (_, i) => i),
+          (i) => create(app, `p${i}`),
           { concurrency: 16, discard: true }
         )
         const blocks = yield* rest(reader, 5_000)

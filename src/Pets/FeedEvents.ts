@@ -13,7 +13,7 @@
  *
  * A stream ends with an event that says why, where it can still be written: `reset` for a position the feed cannot
  * resume from (the 410's body: a browser sees no status once it is connected), `error` with `slow_consumer` when the
- * client has not read BEHIND_BYTES of what was written, `unauthorized` when its key is revoked, `unavailable` when
+ * client has not read BEHIND_BLOCKS of the blocks written, `unauthorized` when its key is revoked, `unavailable` when
  * the database fails. It ends without one when the server stops accepting connections (the drain), so that the
  * client reconnects to another replica.
  */
@@ -58,8 +58,8 @@ import { type FeedChange, PetsFeed } from "./Feed.js"
 export const HEARTBEAT = Duration.seconds(5)
 /** How long a client waits before it reconnects (`retry:`). */
 export const RECONNECT_AFTER = Duration.seconds(2)
-/** A stream whose client has not read this much of what was written is ended (`slow_consumer`). */
-export const BEHIND_BYTES = 256 * 1024
+/** A stream whose client has not read this many of the blocks written is ended (`slow_consumer`). */
+export const BEHIND_BLOCKS = 1_000
 /** How many changes may come for a stream while it still reads what it missed; past them it is ended. */
 const WAITING_MAX = 10_000
 /** How long a refused stream is told to wait before it tries again (`Retry-After`). */
@@ -91,7 +91,7 @@ const SLOW_CONSUMER = errorEvent(
   errorBody(
     503,
     "slow_consumer",
-    `The client did not read ${BEHIND_BYTES / 1024} KiB of the stream, which was ended; reconnect with Last-Event-ID ` +
+    `The client did not read ${BEHIND_BLOCKS} events of the stream, which was ended; reconnect with Last-Event-ID ` +
       "to go on from the last event received."
   )
 )
@@ -283,7 +283,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
           const refused = refusal(key)
           if (refused !== undefined) return yield* Effect.fail(refused)
           const from = yield* follow
-          const { response, sink } = ServerSentEvents.makeSink(BEHIND_BYTES, () => closed(open))
+          const { response, sink } = ServerSentEvents.makeSink(BEHIND_BLOCKS, () => closed(open))
           const open: Open = { sink, key, status, last: position, waiting: [], closed: false }
           opens.add(open)
           byKey.set(key, (byKey.get(key) ?? 0) + 1)
