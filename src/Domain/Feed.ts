@@ -3,7 +3,7 @@
  * `<database's feed id>.<position>`, where positions grow in commit order.
  */
 import { Schema } from "effect"
-import { Limit, Pet, PetId, PetStatus, PositiveIntFromString } from "./Pet.js"
+import { IntBetweenFromString, Limit, Pet, PetId, PetStatus } from "./Pet.js"
 
 export const WAIT_MIN = 1
 export const WAIT_MAX = 25
@@ -20,21 +20,13 @@ export const FeedPosition = Schema.String.annotations({
   examples: [POSITION_EXAMPLE]
 })
 
-/** The seconds a long poll waits for a change: one message for every value refused. */
-export const Wait = PositiveIntFromString.pipe(
-  Schema.compose(Schema.Int.pipe(Schema.between(WAIT_MIN, WAIT_MAX)))
-).annotations({
-  message: () => ({ message: `must be an integer from ${WAIT_MIN} to ${WAIT_MAX}`, override: true }),
-  jsonSchema: {
-    type: "integer",
-    minimum: WAIT_MIN,
-    maximum: WAIT_MAX,
-    default: WAIT_DEFAULT,
-    description: `Seconds to wait for a change before answering an empty page (${WAIT_MIN} to ${WAIT_MAX}, default ` +
-      `${WAIT_DEFAULT}).`,
-    examples: [WAIT_DEFAULT]
-  }
-})
+/** The seconds a long poll waits for a change. */
+export const Wait = IntBetweenFromString(
+  WAIT_MIN,
+  WAIT_MAX,
+  WAIT_DEFAULT,
+  "Seconds to wait for a change before answering an empty page"
+)
 
 /** The header an `EventSource` resumes with: the id of the last event it received, a position. */
 export const LAST_EVENT_ID_HEADER = "Last-Event-ID"

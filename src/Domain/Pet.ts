@@ -153,20 +153,25 @@ export const PositiveIntFromString = Schema.transformOrFail(Schema.String, Schem
   encode: (value) => ParseResult.succeed(String(value))
 })
 
-/** A page's size: one message for every value refused, `0` and `101` alike. */
-export const Limit = PositiveIntFromString.pipe(
-  Schema.compose(Schema.Int.pipe(Schema.between(LIMIT_MIN, LIMIT_MAX)))
-).annotations({
-  message: () => ({ message: `must be an integer from ${LIMIT_MIN} to ${LIMIT_MAX}`, override: true }),
-  jsonSchema: {
-    type: "integer",
-    minimum: LIMIT_MIN,
-    maximum: LIMIT_MAX,
-    default: LIMIT_DEFAULT,
-    description: `Maximum number of animals to return (${LIMIT_MIN} to ${LIMIT_MAX}, default ${LIMIT_DEFAULT}).`,
-    examples: [LIMIT_DEFAULT]
-  }
-})
+/**
+ * A query parameter that is an integer from `min` to `max` (`fallback` when absent, as the handler applies it): one
+ * message for every value refused, below and above alike.
+ */
+export const IntBetweenFromString = (min: number, max: number, fallback: number, description: string) =>
+  PositiveIntFromString.pipe(Schema.compose(Schema.Int.pipe(Schema.between(min, max)))).annotations({
+    message: () => ({ message: `must be an integer from ${min} to ${max}`, override: true }),
+    jsonSchema: {
+      type: "integer",
+      minimum: min,
+      maximum: max,
+      default: fallback,
+      description: `${description} (${min} to ${max}, default ${fallback}).`,
+      examples: [fallback]
+    }
+  })
+
+/** A page's size: `0` and `101` refused alike. */
+export const Limit = IntBetweenFromString(LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT, "Maximum number of animals to return")
 
 export const PetIdFromString = PositiveIntFromString.pipe(Schema.compose(PetId)).annotations({
   jsonSchema: int64("Identifier of the animal.", [1])
