@@ -30,7 +30,7 @@ export interface FeedChange {
 }
 
 /** Pets created after a position, in commit order. */
-export interface FeedPage {
+interface FeedPage {
   readonly changes: ReadonlyArray<FeedChange>
   /** Past every pet read, matching the filter or not. */
   readonly next: number

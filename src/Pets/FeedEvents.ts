@@ -55,15 +55,15 @@ import { orUnavailable } from "../Unavailable.js"
 import { type FeedChange, PetsFeed } from "./Feed.js"
 
 /** How often every stream writes a comment. */
-export const HEARTBEAT = Duration.seconds(5)
+const HEARTBEAT = Duration.seconds(5)
 /** How long a client waits before it reconnects (`retry:`). */
-export const RECONNECT_AFTER = Duration.seconds(2)
+const RECONNECT_AFTER = Duration.seconds(2)
 /** A stream whose client has not read this many of the blocks written is ended (`slow_consumer`). */
 export const BEHIND_BLOCKS = 1_000
 /** How many changes may come for a stream while it still reads what it missed; past them it is ended. */
 const WAITING_MAX = 10_000
 /** How long a refused stream is told to wait before it tries again (`Retry-After`). */
-export const STREAMS_RETRY_AFTER_SECONDS = 5
+const STREAMS_RETRY_AFTER_SECONDS = 5
 
 /** `FEED_STREAMS_PER_KEY` and `FEED_STREAMS`: the open event streams one API key, and one process, may have. */
 export const FeedLimitsConfig = Config.all({
