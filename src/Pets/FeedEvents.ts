@@ -18,48 +18,33 @@
  * client reconnects to another replica.
  */
 import type { SqlError } from "@effect/sql"
-import {
-  Config,
-  Duration,
-  Effect,
-  ExecutionStrategy,
-  Exit,
-  Runtime,
-  Schema,
-  Scope,
-  Stream,
-  SubscriptionRef
-} from "effect"
+import { Config, Duration, Effect, ExecutionStrategy, Exit, Runtime, Scope, Stream, SubscriptionRef } from "effect"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { ApiKeys, RECHECK_AFTER } from "../Auth/ApiKeys.js"
 import { positiveInteger } from "../Config.js"
 import type { ApiKeyId } from "../Domain/ApiKey.js"
-import {
-  errorBody,
-  feedPositionGone,
-  FeedPositionGoneResponse,
-  type TooManyStreams,
-  tooManyStreams,
-  unauthorized,
-  UnauthorizedResponse,
-  type Unavailable,
-  unavailable,
-  UnavailableResponse
-} from "../Domain/Errors.js"
-import { formatPosition, resumeFrom } from "../Domain/Feed.js"
-import { Pet, type PetStatus } from "../Domain/Pet.js"
+import { type TooManyStreams, tooManyStreams, type Unavailable, unavailable } from "../Domain/Errors.js"
+import { resumeFrom } from "../Domain/Feed.js"
+import type { PetStatus } from "../Domain/Pet.js"
 import { Lifecycle } from "../Operations/Lifecycle.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import * as ServerSentEvents from "../ServerSentEvents.js"
 import { orUnavailable } from "../Unavailable.js"
 import { type FeedChange, PetsFeed } from "./Feed.js"
+import {
+  BEHIND_BLOCKS,
+  DATABASE_FAILED,
+  HEARTBEAT_COMMENT,
+  makeBlockOf,
+  RESET,
+  RETRY,
+  RETRY_BLOCK,
+  REVOKED,
+  SLOW_CONSUMER
+} from "./FeedBlocks.js"
 
 /** How often every stream writes a comment. */
 const HEARTBEAT = Duration.seconds(5)
-/** How long a client waits before it reconnects (`retry:`). */
-const RECONNECT_AFTER = Duration.seconds(2)
-/** A stream whose client has not read this many of the blocks written is ended (`slow_consumer`). */
-export const BEHIND_BLOCKS = 1_000
 /** How many changes may come for a stream while it still reads what it missed; past them it is ended. */
 const WAITING_MAX = 10_000
 /** How long a refused stream is told to wait before it tries again (`Retry-After`). */
@@ -74,29 +59,6 @@ export const FeedLimitsConfig = Config.all({
     Config.withDefault(10_000)
   )
 })
-
-const encodePet = Schema.encodeSync(Schema.parseJson(Pet))
-const errorEvent = (name: string, data: unknown) =>
-  ServerSentEvents.encode(ServerSentEvents.event({ event: name, data: JSON.stringify(data) }))
-
-const RETRY = ServerSentEvents.retry(Duration.toMillis(RECONNECT_AFTER))
-const RETRY_BLOCK = ServerSentEvents.encode(RETRY)
-const HEARTBEAT_COMMENT = ServerSentEvents.encode(ServerSentEvents.comment("heartbeat"))
-const RESET = ServerSentEvents.event({
-  event: "reset",
-  data: JSON.stringify(Schema.encodeSync(FeedPositionGoneResponse)(feedPositionGone()))
-})
-const SLOW_CONSUMER = errorEvent(
-  "error",
-  errorBody(
-    503,
-    "slow_consumer",
-    `The client did not read ${BEHIND_BLOCKS} events of the stream, which was ended; reconnect with Last-Event-ID ` +
-      "to go on from the last event received."
-  )
-)
-const REVOKED = errorEvent("error", Schema.encodeSync(UnauthorizedResponse)(unauthorized("The API key was revoked.")))
-const DATABASE_FAILED = errorEvent("error", Schema.encodeSync(UnavailableResponse)(unavailable()))
 
 /** An open stream. */
 interface Open {
@@ -122,31 +84,16 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
     const limits = yield* FeedLimitsConfig
     const opens = new Set<Open>()
     const byKey = new Map<ApiKeyId, number>()
-
-    /** A change's two encodings, made at its first write and shared by every stream it is written to. */
-    const encoded = new WeakMap<FeedChange, { readonly created: Uint8Array; readonly passed: Uint8Array }>()
     /** The feed's database id, for the positions written (every stream of a process follows the same database). */
     let database = ""
-    const blockOf = (change: FeedChange, status: PetStatus | undefined) => {
-      let blocks = encoded.get(change)
-      if (blocks === undefined) {
-        const id = formatPosition(database, change.position)
-        blocks = {
-          created: ServerSentEvents.encode(
-            ServerSentEvents.event({ id, event: "created", data: encodePet(change.pet) })
-          ),
-          passed: ServerSentEvents.encode(ServerSentEvents.event({ id }))
-        }
-        encoded.set(change, blocks)
-      }
-      return status === undefined || change.pet.status === status ? blocks.created : blocks.passed
-    }
+    const blockOf = makeBlockOf()
+
     /** Writes the changes past the stream's last position; a client too far behind is ended. */
     const write = (open: Open, changes: Iterable<FeedChange>) => {
       for (const change of changes) {
         if (change.position <= open.last) continue
         open.last = change.position
-        if (!open.sink.write(blockOf(change, open.status))) return open.sink.end(SLOW_CONSUMER)
+        if (!open.sink.write(blockOf(database, change, open.status))) return open.sink.end(SLOW_CONSUMER)
       }
     }
 
