@@ -20,7 +20,7 @@ import {
 } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
-import { Cause, Context, Duration, Effect, Exit, HashMap, Layer, Logger, Option, Schema, Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, HashMap, Layer, Logger, Option, Schema, Scope, Stream } from "effect"
 import * as Sql from "../src/Database/Sql.js"
 import { LongPoll } from "../src/Domain/LongPoll.js"
 import { annotateRequest } from "../src/Operations/Logging.js"
@@ -92,6 +92,7 @@ class ThingsApi extends HttpApiGroup.make("things", { topLevel: true })
   .add(HttpApiEndpoint.get("raced", "/raced").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("forked", "/forked").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("slowly", "/slowly").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("streamed", "/streamed").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("held", "/held").addSuccess(Schema.String).annotate(LongPoll, Duration.millis(500)))
   .add(HttpApiEndpoint.get("failTwice", "/fail-twice").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("selfInterrupted", "/self-interrupted").addSuccess(Schema.String))
@@ -123,6 +124,12 @@ const makeThings = () => {
     /** Whether thing `id` is stored; how many `slowly` requests were interrupted. */
     stored: (id: number) => things.has(id),
     interrupted: () => interrupted,
+    /** A body streamed after the handler returned, in parts. */
+    streamed: () =>
+      Effect.map(
+        Visitor,
+        (visitor) => HttpServerResponse.stream(Stream.make("streamed ", "to ", visitor).pipe(Stream.encodeText))
+      ),
     /** A long poll's shape: it waits by design, within what its `LongPoll` annotation declares. */
     held: () => Effect.as(Effect.sleep("300 millis"), "held"),
     slowly: () =>
@@ -202,6 +209,7 @@ const registerThings = (things: ReturnType<typeof makeThings>) =>
     .handle("forked", things.forked)
     .handle("slowly", things.slowly)
     .handle("held", things.held)
+    .handle("streamed", things.streamed)
     .handle("failTwice", things.failTwice)
     .handle("selfInterrupted", () => Effect.interrupt)
 
@@ -367,6 +375,16 @@ describe("the rules the engine keeps, once for every request", () => {
       }
       // An endpoint that holds a request by design (`LongPoll`) has its deadline REQUEST_TIMEOUT past its hold.
       expect(yield* send(server, "/held")).toEqual({ status: 200, body: "held" })
+    }))
+
+  it.scopedLive("a response the handler made with a streamed body is answered as it streams", () =>
+    Effect.gen(function*() {
+      const server = yield* engineOf(makeThings())
+      const response = yield* Effect.promise(() =>
+        Promise.resolve(server(new Request(`${ORIGIN}/streamed`, { headers: { "x-visitor": "ann" } })))
+      )
+      expect(response.status).toBe(200)
+      expect(yield* Effect.promise(() => response.text())).toBe("streamed to ann")
     }))
 
   it.scopedLive("a body on a request whose endpoint declares none is refused, however the request says so", () =>

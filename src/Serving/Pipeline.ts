@@ -113,7 +113,7 @@ const finishAnswer = (
   if (HttpServerResponse.isServerResponse(made)) {
     return Effect.flatMap(run(HttpServerResponse.setHeaders(made, added)), (response) =>
       response.body._tag === "Stream"
-        // A streamed body runs as the request did: with its services, its log annotations, its span.
+        // A streamed body runs as the request did: its logger, log annotations and span.
         ? Effect.map(Effect.runtime<never>(), (runtime) => ({
           response: HttpServerResponse.toWeb(response, { runtime }),
           annotations
