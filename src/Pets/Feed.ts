@@ -155,13 +155,14 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
     const announce: Effect.Effect<void> = Effect.asVoid(Queue.offer(wake, undefined))
 
     /**
-     * Joins the followers until the scope closes: where the process's reads stood when it joined (read now when
-     * nobody followed). Every change after it is handed to the follower; those up to it are the follower's to read.
+     * Joins the followers until the scope closes: where the process's reads stood when it joined (when nobody
+     * followed: `known`, an end the caller has just read, else read now). Every change after it is handed to the
+     * follower; those up to it are the follower's to read.
      */
-    const join = (follower: Follower): Effect.Effect<FeedEnd, SqlError.SqlError, Scope.Scope> =>
+    const join = (follower: Follower, known?: FeedEnd): Effect.Effect<FeedEnd, SqlError.SqlError, Scope.Scope> =>
       Effect.acquireRelease(
         lock.withPermits(1)(Effect.gen(function*() {
-          published ??= yield* readEnd
+          if (published === undefined) published = known ?? (yield* readEnd)
           followers.add(follower)
           yield* SubscriptionRef.set(following, followers.size)
           return published
@@ -180,11 +181,17 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
     /**
      * A long poll: the pets after `after` (a position at most the feed's end) with the status, up to `limit`, as soon
      * as one is there, or none once `millis` have passed; `next` advances past the pets that did not match meanwhile.
-     * A filtered poll answers, empty, once it has passed SCAN_MAX pets that do not match.
+     * A filtered poll answers, empty, once it has passed SCAN_MAX pets that do not match. `end`: the feed's end as
+     * the caller just read it.
      */
     const follow = (
       after: number,
-      options: { readonly limit: number; readonly status: PetStatus | undefined; readonly millis: number }
+      options: {
+        readonly limit: number
+        readonly status: PetStatus | undefined
+        readonly millis: number
+        readonly end: FeedEnd
+      }
     ): Effect.Effect<FeedPage, SqlError.SqlError> =>
       Effect.scoped(Effect.gen(function*() {
         const queue = yield* Queue.dropping<FeedChange>(POLL_QUEUE)
@@ -192,7 +199,7 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
         const from = yield* join({
           deliver: (changes) => changes.every((change) => queue.unsafeOffer(change)),
           dropped: () => fellBehind = true
-        })
+        }, options.end)
         const changes: Array<FeedChange> = []
         let next = after
         let scanned = 0

@@ -30,7 +30,7 @@ import { Lifecycle } from "../Operations/Lifecycle.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import * as ServerSentEvents from "../ServerSentEvents.js"
 import { orUnavailable } from "../Unavailable.js"
-import { type FeedChange, PetsFeed } from "./Feed.js"
+import { type FeedChange, type FeedEnd, PetsFeed } from "./Feed.js"
 import {
   BEHIND_BLOCKS,
   DATABASE_FAILED,
@@ -114,16 +114,17 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
       },
       dropped: () => {}
     }
-    const follow = Effect.gen(function*() {
-      if (following !== undefined) return following.handed
-      const followed = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-      const from = yield* Scope.extend(feed.join(follower), followed).pipe(
-        Effect.onError(() => Scope.close(followed, Exit.void))
-      )
-      database = from.database
-      following = { scope: followed, handed: from.end }
-      return from.end
-    })
+    const follow = (known: FeedEnd | undefined) =>
+      Effect.gen(function*() {
+        if (following !== undefined) return following.handed
+        const followed = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+        const from = yield* Scope.extend(feed.join(follower, known), followed).pipe(
+          Effect.onError(() => Scope.close(followed, Exit.void))
+        )
+        database = from.database
+        following = { scope: followed, handed: from.end }
+        return from.end
+      })
     const unfollowWhenNoneOpen = lock.withPermits(1)(Effect.suspend(() => {
       if (opens.size > 0 || following === undefined) return Effect.void
       const { scope: followed } = following
@@ -222,14 +223,13 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
         const opened = yield* lock.withPermits(1)(Effect.gen(function*() {
           // Where it resumes, against where the streams' reads stand (`now`); the feed's end is read only when the
           // streams follow nothing yet, or for a position past their reads.
-          let position = following === undefined
-            ? resumeFrom(after, yield* feed.feedEnd)
-            : resumeFrom(after, { database, end: following.handed })
-          if (position === undefined && following !== undefined) position = resumeFrom(after, yield* feed.feedEnd)
+          const read = following === undefined ? yield* feed.feedEnd : undefined
+          let position = resumeFrom(after, read ?? { database, end: following!.handed })
+          if (position === undefined && read === undefined) position = resumeFrom(after, yield* feed.feedEnd)
           if (position === undefined) return undefined
           const refused = refusal(key)
           if (refused !== undefined) return yield* Effect.fail(refused)
-          const from = yield* follow
+          const from = yield* follow(read)
           const { response, sink } = ServerSentEvents.makeSink(BEHIND_BLOCKS, () => closed(open))
           const open: Open = { sink, key, status, last: position, waiting: [], closed: false }
           opens.add(open)

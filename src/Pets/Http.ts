@@ -81,7 +81,8 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
           const page = yield* orUnavailable(feed.follow(after, {
             limit: urlParams.limit ?? LIMIT_DEFAULT,
             status: urlParams.status,
-            millis: (urlParams.wait ?? WAIT_DEFAULT) * 1_000
+            millis: (urlParams.wait ?? WAIT_DEFAULT) * 1_000,
+            end
           }))
           return {
             changes: page.changes.map(({ pet, position }) => ({
