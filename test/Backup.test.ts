@@ -13,7 +13,8 @@ import { spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { backup, restore } from "../src/Database/Backup.js"
+import { backup } from "../src/Database/Backup.js"
+import { restore } from "../src/Database/Restore.js"
 import { rows, tempDatabaseFile } from "./support/files.js"
 
 const PETS = 250

@@ -12,8 +12,9 @@ import { dirname, join, resolve } from "node:path"
 import { CommandFailed } from "../CommandFailed.js"
 import { BackupEvery, positiveInteger, variable } from "../Config.js"
 import { backupDuration, backupFailures, backupLastSuccess } from "../Observability/Metrics.js"
-import { backup, type Pace, sqliteFileOf } from "./Backup.js"
+import { backup, type Pace } from "./Backup.js"
 import { reasonOf } from "./DurableFile.js"
+import { sqliteFileOf } from "./SqliteCatalogue.js"
 
 /**
  * How a scheduled backup copies: steps of 1000 rows, 5 ms apart. On a catalogue of a million pets under create load, a
