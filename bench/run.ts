@@ -18,7 +18,8 @@
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
- * list of scenario names to run, e.g. "create"; all by default; the feature variants run on those of their scenarios),
+ * list of scenario names to run, e.g. "create" or "list 20,filtered list, deep cursor" — a comma and a space belong to a
+ * name; all by default; the feature variants run on those of their scenarios),
  * BENCH_PREVIOUS (a previous build's executable), BENCH_PREVIOUS_REF (a git ref to build the previous build from),
  * BENCH_PEERS=0 (no peers).
  * The change feed's rows come last, from `bench/feed.ts` run as a child process (its own environment, BENCH_FEED_*);
@@ -69,7 +70,8 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const PETS = Number(process.env.BENCH_PETS ?? 10_000)
 const SCALE = (process.env.BENCH_SCALE ?? "1000,1000000").split(",").filter((s) => s !== "").map(Number)
-const ONLY = (process.env.BENCH_ONLY ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+// A comma followed by a space is part of a name ("filtered list, deep cursor").
+const ONLY = (process.env.BENCH_ONLY ?? "").split(/,(?! )/).map((s) => s.trim()).filter((s) => s !== "")
 const DEADLINE = Date.now() + 15 * 60_000
 
 const log = (...args: Array<unknown>) => console.error("[bench]", ...args)
