@@ -10,13 +10,18 @@
  * server's main-thread CPU time per request (`/proc`), the steadier measure of a feature's cost on a shared machine.
  * Every row is recorded against a previous build too, loaded in the same rounds as petstore: the executable
  * BENCH_PREVIOUS names, or one built from the git ref BENCH_PREVIOUS_REF in a worktree of its own (removed again);
- * without either, those rows are skipped. Loopback only. Prints a table and writes JSON and Markdown under
- * bench/results/.
+ * without either, those rows are skipped. Petstore's peers — the same work on Hono with zod-openapi and on Elysia with
+ * its openapi plugin (bench/peers/) — are loaded in the same rounds, each on its own copy of the database, durable as
+ * raw; before the rounds they must answer the benchmarked requests exactly as raw does (bench/peers/check.ts), and the
+ * report reads petstore's floors against the better of them. Loopback only. Prints a table and writes JSON and
+ * Markdown under bench/results/.
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
- * list of scenario names to run, e.g. "create"; all by default; the feature variants run on those of their scenarios),
- * BENCH_PREVIOUS (a previous build's executable), BENCH_PREVIOUS_REF (a git ref to build the previous build from).
+ * list of scenario names to run, e.g. "create" or "list 20,filtered list, deep cursor" — a comma and a space belong to a
+ * name; all by default; the feature variants run on those of their scenarios),
+ * BENCH_PREVIOUS (a previous build's executable), BENCH_PREVIOUS_REF (a git ref to build the previous build from),
+ * BENCH_PEERS=0 (no peers).
  * The change feed's rows come last, from `bench/feed.ts` run as a child process (its own environment, BENCH_FEED_*);
  * with BENCH_ONLY set they run only when it names `feed`.
  */
@@ -39,6 +44,7 @@ import {
 } from "node:fs"
 import { cpus, tmpdir, totalmem } from "node:os"
 import { join, resolve } from "node:path"
+import { differences } from "./peers/check.js"
 import { cpuTicks, microsPerRequest } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
 import { median } from "./stats.js"
@@ -48,13 +54,24 @@ const RESULTS = join(ROOT, "bench", "results")
 const DATA = join(RESULTS, "data")
 const PETSTORE = join(ROOT, "dist", "petstore")
 const RAW = join(RESULTS, "raw-server")
+/** The programs built from bench/, each with the same flags: the raw baseline and petstore's peers. */
+const BASELINES = {
+  raw: { source: "bench/raw.ts", program: RAW },
+  hono: { source: "bench/peers/hono.ts", program: join(RESULTS, "hono-server") },
+  elysia: { source: "bench/peers/elysia.ts", program: join(RESULTS, "elysia-server") }
+}
+type Baseline = keyof typeof BASELINES
+/** The peers the floors are read against: petstore's list and filtered list at least 0.9× the better, get one 0.8×. */
+const PEERS: ReadonlyArray<"hono" | "elysia"> = process.env.BENCH_PEERS === "0" ? [] : ["hono", "elysia"]
+const FLOORS: Record<string, number> = { "list 20": 0.9, "filtered list, deep cursor": 0.9, "get one": 0.8 }
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 3)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const PETS = Number(process.env.BENCH_PETS ?? 10_000)
 const SCALE = (process.env.BENCH_SCALE ?? "1000,1000000").split(",").filter((s) => s !== "").map(Number)
-const ONLY = (process.env.BENCH_ONLY ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+// A comma followed by a space is part of a name ("filtered list, deep cursor").
+const ONLY = (process.env.BENCH_ONLY ?? "").split(/,(?! )/).map((s) => s.trim()).filter((s) => s !== "")
 const DEADLINE = Date.now() + 15 * 60_000
 
 const log = (...args: Array<unknown>) => console.error("[bench]", ...args)
@@ -85,11 +102,17 @@ const ensureWrk = () => {
 }
 
 const build = () => {
-  if (process.env.BENCH_SKIP_BUILD === "1" && existsSync(PETSTORE) && existsSync(RAW)) return
-  log("building dist/petstore and the raw baseline")
+  const baselines = (["raw", ...PEERS] as const).map((name) => BASELINES[name])
+  if (
+    process.env.BENCH_SKIP_BUILD === "1" && existsSync(PETSTORE) &&
+    baselines.every(({ program }) => existsSync(program))
+  ) return
+  log(`building dist/petstore, the raw baseline${PEERS.length > 0 ? " and the peers" : ""}`)
   run(["npm", "run", "build"])
   // The same build flags as petstore's `npm run build`.
-  run(["bun", "build", "bench/raw.ts", "--compile", "--minify", "--bytecode", "--outfile", RAW])
+  for (const { program, source } of baselines) {
+    run(["bun", "build", source, "--compile", "--minify", "--bytecode", "--outfile", program])
+  }
 }
 
 /** The build every row is also recorded against: its executable, what names it, and the directory to remove after. */
@@ -178,7 +201,7 @@ const rssMb = (pid: number): number => {
 /** What a server of the bench runs: the program, on which database, with which settings. */
 interface ServerSettings {
   readonly name: string
-  readonly kind: "petstore" | "raw"
+  readonly kind: "petstore" | Baseline
   /** The petstore executable, when not dist/petstore (the previous build). */
   readonly program?: string
   readonly db: string
@@ -208,7 +231,7 @@ const start = async (
 ): Promise<Server> => {
   const port = freePort()
   const origin = `http://127.0.0.1:${port}`
-  const cmd = kind === "petstore" ? [program, "serve"] : [RAW]
+  const cmd = kind === "petstore" ? [program, "serve"] : [BASELINES[kind].program]
   const started = performance.now()
   const child = spawn(cmd, {
     cwd: ROOT,
@@ -398,6 +421,20 @@ const fsyncMillis = (): number => {
 const hundredths = (value: number) => Math.round(value * 100) / 100
 const ratio = (a: number, b: number) => hundredths(a / b)
 
+/**
+ * Before they are loaded, the peers must answer the benchmarked requests exactly as raw does (bench/peers/check.ts): a
+ * difference stops the bench; one on a refusal around them (a framework's own reading of a bad request) is logged.
+ */
+const checkPeers = async (raw: Slot, peers: ReadonlyArray<Slot>) => {
+  if (peers.length === 0) return
+  const servers = peers.map((slot) => ({ name: slot.name, origin: slot.server.origin }))
+  const found = await differences(raw.server.origin, servers, raw.key, PETS)
+  for (const line of found.others) log(`a peer answers a refusal otherwise than raw: ${line}`)
+  if (found.benchmarked.length > 0) {
+    throw new Error(`a peer answers a benchmarked request otherwise than raw:\n${found.benchmarked.join("\n")}`)
+  }
+}
+
 // ------------------------------------------------------------------------------------------------------ the bench
 
 const main = async () => {
@@ -413,7 +450,9 @@ const main = async () => {
   const dbs = {
     petstore: base.file,
     raw: copyDb(base.file, join(DATA, "raw.db")),
-    rawNoFsync: copyDb(base.file, join(DATA, "raw-no-fsync.db"))
+    rawNoFsync: copyDb(base.file, join(DATA, "raw-no-fsync.db")),
+    hono: copyDb(base.file, join(DATA, "hono.db")),
+    elysia: copyDb(base.file, join(DATA, "elysia.db"))
   }
   const key = base.key
   // The previous build migrates its own database and issues its own key, on the same pets.
@@ -421,6 +460,8 @@ const main = async () => {
   const subjects = {
     petstore: { name: "petstore", kind: "petstore", db: dbs.petstore, key },
     raw: { name: "raw", kind: "raw", db: dbs.raw, key },
+    hono: PEERS.includes("hono") ? { name: "Hono", kind: "hono", db: dbs.hono, key } : undefined,
+    elysia: PEERS.includes("elysia") ? { name: "Elysia", kind: "elysia", db: dbs.elysia, key } : undefined,
     previous: previous === undefined || previousData === undefined ? undefined : {
       name: "previous build",
       kind: "petstore",
@@ -431,9 +472,15 @@ const main = async () => {
   } satisfies Record<string, ServerSettings | undefined>
 
   // Start-up to the first 200, alternated, three times each; the servers are stopped again.
-  const startups = { petstore: [] as Array<number>, raw: [] as Array<number>, previous: [] as Array<number> }
+  const startups = {
+    petstore: [] as Array<number>,
+    raw: [] as Array<number>,
+    previous: [] as Array<number>,
+    hono: [] as Array<number>,
+    elysia: [] as Array<number>
+  }
   for (let i = 0; i < 3; i++) {
-    for (const which of ["petstore", "raw", "previous"] as const) {
+    for (const which of ["petstore", "raw", "previous", "hono", "elysia"] as const) {
       const settings = subjects[which]
       if (settings === undefined) continue
       const server = await start(settings)
@@ -452,6 +499,8 @@ const main = async () => {
     key,
     env: { RAW_SYNCHRONOUS: "NORMAL" }
   })
+  const peerSlots: Array<Slot> = []
+  for (const name of PEERS) peerSlots.push(await startSlot(subjects[name]!))
   const sink = spawn(["bun", join(ROOT, "bench", "sink.ts")], {
     env: { ...process.env, PORT: String(SINK_PORT) },
     stdout: "ignore",
@@ -467,6 +516,7 @@ const main = async () => {
     ...(previousSlot === undefined ? [] : [previousSlot]),
     raw,
     rawNoFsync,
+    ...peerSlots,
     ...variantSlots.values()
   ]
   const variantOf = (slot: Slot) => [...variantSlots].find(([, s]) => s === slot)?.[0]
@@ -488,11 +538,13 @@ const main = async () => {
     )
   }
   try {
+    await checkPeers(raw, peerSlots)
     await Bun.sleep(1000)
     const rss = () => ({
       petstore: rssMb(petstore.server.pid),
       raw: rssMb(raw.server.pid),
-      previous: previousSlot === undefined ? undefined : rssMb(previousSlot.server.pid)
+      previous: previousSlot === undefined ? undefined : rssMb(previousSlot.server.pid),
+      ...Object.fromEntries(peerSlots.map((slot) => [slot.kind, rssMb(slot.server.pid)]))
     })
     const idle = rss()
 
@@ -593,6 +645,34 @@ const main = async () => {
       })
     }
 
+    // Petstore's peers: each scenario's median and its ratio to raw, and petstore over the better peer of the scenario
+    // by the medians (the floors are read on it), with the median of the rounds' paired ratios beside it.
+    const peers = peerSlots.length === 0 ? undefined : SCENARIOS.map((scenario) => {
+      const runsOf = (slot: Slot) => loads[scenario.name][slot.name]
+      const rawLoad = summarize(loads[scenario.name][raw.name])
+      const each = peerSlots.map((slot) => {
+        const load = summarize(runsOf(slot))
+        return { peer: slot.name, load, ratio: ratio(load.rps, rawLoad.rps) }
+      })
+      const best = each.reduce((a, b) => b.load.rps > a.load.rps ? b : a)
+      const petstoreRuns = runsOf(petstore)
+      const petstoreLoad = summarize(petstoreRuns)
+      const toBest = ratio(petstoreLoad.rps, best.load.rps)
+      const floor = FLOORS[scenario.name]
+      return {
+        scenario: scenario.name,
+        peers: each,
+        petstore: petstoreLoad,
+        best: best.peer,
+        petstoreToBest: toBest,
+        petstoreToBestPaired: hundredths(
+          median(petstoreRuns.map((run, i) => run.rps / Math.max(...peerSlots.map((slot) => runsOf(slot)[i].rps))))
+        ),
+        floor,
+        met: floor === undefined ? undefined : toBest >= floor
+      }
+    })
+
     for (const slot of all) await slot.server.stop()
     sink.kill("SIGTERM")
     await sink.exited
@@ -661,7 +741,8 @@ const main = async () => {
       raw: median(startups.raw),
       ratio: ratio(median(startups.petstore), median(startups.raw)),
       previous: previousStartup,
-      toPrevious: toPrevious(median(startups.petstore), previousStartup)
+      toPrevious: toPrevious(median(startups.petstore), previousStartup),
+      ...Object.fromEntries(PEERS.map((name) => [name, median(startups[name])]))
     }
     const memory = {
       idle: { ...idle, ratio: ratio(idle.petstore, idle.raw), toPrevious: toPrevious(idle.petstore, idle.previous) },
@@ -688,6 +769,7 @@ const main = async () => {
       noFsync,
       variants,
       previous: againstPrevious,
+      peers,
       startup,
       memory,
       growth,
@@ -765,13 +847,49 @@ const table = (r: any): string => {
       )
     }
   }
-  // The previous build's columns, when there is one: its figure, and petstore's over it.
+  const peerNames: Array<string> = r.peers?.[0]?.peers.map((p: any) => p.peer) ?? []
+  if (r.peers !== undefined) {
+    lines.push(
+      "",
+      `| against petstore's peers |${
+        peerNames.map((name) => ` ${name} req/s | its ratio to raw |`).join("")
+      } petstore ÷ the better: of the medians | median of the rounds' | floor | main thread µs a request, ${
+        peerNames.join(" / ")
+      } / petstore |`,
+      `|---|${peerNames.map(() => "---|---|").join("")}---|---|---|---|`
+    )
+    for (const p of r.peers) {
+      lines.push(
+        `| ${p.scenario} |${
+          p.peers.map((x: any) => ` ${x.load.rps} | ${x.ratio} |`).join("")
+        } **${p.petstoreToBest}** (${p.best}) | ${p.petstoreToBestPaired} | ${
+          p.floor === undefined ? "" : `${p.floor}: ${p.met ? "met" : "**not met**"}`
+        } | ${[...p.peers.map((x: any) => x.load.cpuUs), p.petstore.cpuUs].join(" / ")} |`
+      )
+    }
+    const floors = r.peers.filter((p: any) => p.floor !== undefined)
+    lines.push(
+      "",
+      `Floors, petstore ÷ max(${peerNames.join(", ")}) by req/s: ${
+        floors.map((p: any) => `${p.scenario} ${p.petstoreToBest} against ${p.floor} (${p.met ? "met" : "not met"})`)
+          .join("; ")
+      }.`
+    )
+  } else {
+    lines.push("", "No peers (BENCH_PEERS=0): their rows are skipped.")
+  }
+  // The previous build's columns, when there is one: its figure, and petstore's over it; then each peer's.
   const withPrevious = r.previous !== undefined
-  const previousCells = (row: any) => withPrevious ? ` ${row.previous} | ${row.toPrevious} |` : ""
+  const previousCells = (row: any) =>
+    `${withPrevious ? ` ${row.previous} | ${row.toPrevious} |` : ""}${
+      peerNames.map((name) => ` ${row[name.toLowerCase()]} |`).join("")
+    }`
   lines.push(
     "",
-    `| | petstore | raw | ratio |${withPrevious ? " previous build | petstore ÷ previous |" : ""}`,
-    `|---|---|---|---|${withPrevious ? "---|---|" : ""}`,
+    `| | petstore | raw | ratio |${withPrevious ? " previous build | petstore ÷ previous |" : ""}${
+      peerNames.map((name) => ` ${name} |`).join("")
+    }`,
+    `|---|---|---|---|${withPrevious ? "---|---|" : ""}${peerNames.map(() => "---|").join("")}`,
     `| start-up to first 200 (ms, median of 3) | ${r.startup.petstore} | ${r.startup.raw} | **${r.startup.ratio}** |${
       previousCells(r.startup)
     }`,
