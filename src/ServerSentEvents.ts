@@ -61,7 +61,7 @@ export interface Sink {
 
 /**
  * A stream's sink, and the source of its body: one object of a class per stream, with no closure of its own (an idle
- * stream's memory is mostly its heap objects, which the heap holds several times over: `bench/results`).
+ * stream's memory is mostly its heap objects, and the heap's pages grow at about twice their size: `bench/results`).
  */
 class BodySink<A> implements Sink {
   controller: ReadableStreamDefaultController<Uint8Array> | undefined = undefined
