@@ -36,8 +36,6 @@ const REQUEST = Buffer.from(
     "Accept: text/event-stream\r\n\r\n",
   "latin1"
 )
-/** A created event's pet id, read off the block's text as the server writes it (`data: {"id":…`). */
-const CREATED = /^id: [^\n]*\nevent: created\ndata: \{"id":(\d+),/
 const UNEXPECTED_KEPT = 10
 
 /** By pet id: each subscriber's arrival time (NaN until it comes), and how many have come. */
@@ -56,75 +54,134 @@ const arrived = (subscriber: number, petId: number, at: number) => {
   if (++pet.count === SUBSCRIBERS) say(`all ${petId}`)
 }
 
+const bytesOf = (text: string) => Uint8Array.from(text, (c) => c.charCodeAt(0))
+/** What follows a created event's `id:` line, up to its pet id. */
+const CREATED_AFTER_ID = bytesOf("event: created\ndata: {\"id\":")
+const RETRY = bytesOf("retry:")
+const HEARTBEAT = bytesOf(": heartbeat")
+const LF = 10
+const CR = 13
+/** The longest block kept whole (an event's is about 150 bytes); past it, only its start is looked at. */
+const BLOCK_MAX = 4096
+
+/** Whether bytes[from, to) start with `prefix`. */
+const startsWith = (bytes: Uint8Array, from: number, to: number, prefix: Uint8Array) => {
+  if (to - from < prefix.length) return false
+  for (let i = 0; i < prefix.length; i++) if (bytes[from + i] !== prefix[i]) return false
+  return true
+}
+
+/** A created event's pet id (`id: …\nevent: created\ndata: {"id":N,`) in the block bytes[from, to), or -1. */
+const createdPetId = (bytes: Uint8Array, from: number, to: number) => {
+  if (to - from < 4 || bytes[from] !== 105 || bytes[from + 1] !== 100 || bytes[from + 2] !== 58) return -1 // "id:"
+  let at = bytes.indexOf(LF, from)
+  if (at === -1 || at >= to || !startsWith(bytes, ++at, to, CREATED_AFTER_ID)) return -1
+  at += CREATED_AFTER_ID.length
+  let id = 0
+  const first = at
+  for (; at < to && bytes[at] >= 48 && bytes[at] <= 57; at++) id = id * 10 + bytes[at] - 48
+  return at > first && bytes[at] === 44 ? id : -1 // ","
+}
+
 /**
- * One stream's reading, as bytes come (decoded as latin1: one character a byte, so that the chunk sizes count
- * characters): the head, then the chunks of the body, then the blocks.
+ * One stream's reading, as bytes come: the head (as text, once), then the body's chunked framing undone and its
+ * blocks cut at their blank line, found with the bytes' own `indexOf`. A block that comes whole in one read is looked
+ * at where it lies; one split across reads is put together in a buffer first. No string is made but for a block that
+ * is neither a created event, the hint nor a heartbeat.
  */
 const reader = (subscriber: number, started: () => void, failed: (why: string) => void) => {
   let head = ""
-  let chunked = false
   let inHead = true
-  /** The undecoded bytes of the body's chunked framing. */
-  let framing = ""
-  /** What is left of the current chunk's data (then its CRLF): -1 before a chunk's size line. */
-  let left = -1
-  let body = ""
-  const blocks = (at: number) => {
-    let start = 0
-    let end = body.indexOf("\n\n")
-    while (end !== -1) {
-      const block = body.slice(start, end)
-      const created = CREATED.exec(block)
-      if (created !== null) arrived(subscriber, Number(created[1]), at)
-      else if (block.startsWith("retry:")) started()
-      else if (block !== ": heartbeat") note(`subscriber ${subscriber}: ${block}`)
-      start = end + 2
-      end = body.indexOf("\n\n", start)
+  let chunked = false
+  /** Of the chunked framing: reading a chunk's size line (0), its data (1), the line end after it (2). */
+  let phase = 0
+  let size = 0
+  let left = 0
+  /** The start of a block split across reads. */
+  const pending = new Uint8Array(BLOCK_MAX)
+  let length = 0
+  /** Whether the last byte of the body read was a line feed. */
+  let afterLf = false
+  const blockEnded = (bytes: Uint8Array, from: number, to: number, at: number) => {
+    const petId = createdPetId(bytes, from, to)
+    if (petId !== -1) arrived(subscriber, petId, at)
+    else if (startsWith(bytes, from, to, RETRY)) started()
+    else if (to - from !== HEARTBEAT.length || !startsWith(bytes, from, to, HEARTBEAT)) {
+      note(`subscriber ${subscriber}: ${Buffer.from(bytes.subarray(from, to)).toString("latin1")}`)
     }
-    body = start === 0 ? body : body.slice(start)
   }
-  const unframe = (text: string) => {
-    framing += text
-    let at = 0
-    for (;;) {
-      if (left === -1) {
-        const eol = framing.indexOf("\r\n", at)
-        if (eol === -1) break
-        const size = parseInt(framing.slice(at, eol), 16)
-        at = eol + 2
-        if (size === 0) break // the last chunk: the server ended the stream, which `close` tells
-        left = size + 2
+  /** Body bytes[from, to): each blank line ends a block. */
+  const data = (bytes: Uint8Array, from: number, to: number, at: number) => {
+    let start = from
+    let lf = bytes.indexOf(LF, from)
+    while (lf !== -1 && lf < to) {
+      const blank = lf > from ? bytes[lf - 1] === LF : afterLf
+      if (blank) {
+        if (length === 0) {
+          blockEnded(bytes, start, lf - 1, at)
+        } else {
+          const end = Math.max(start, lf - 1)
+          const room = Math.min(end - start, BLOCK_MAX - length)
+          pending.set(bytes.subarray(start, start + room), length)
+          // A blank line whose first line feed came in the read before.
+          blockEnded(pending, 0, lf === from ? length - 1 : length + room, at)
+          length = 0
+        }
+        start = lf + 1
       }
-      const take = Math.min(left, framing.length - at)
-      // The chunk's data, without its closing CRLF.
-      const data = Math.min(take, left - 2)
-      if (data > 0) body += framing.slice(at, at + data)
-      at += take
-      left -= take
-      if (left > 0) break
-      left = -1
+      lf = bytes.indexOf(LF, lf + 1)
     }
-    framing = framing.slice(at)
+    if (start < to) {
+      const room = Math.min(to - start, BLOCK_MAX - length)
+      pending.set(bytes.subarray(start, start + room), length)
+      length += room
+    }
+    // A line feed that ends the last block read does not start a blank line.
+    if (to > from) afterLf = start < to && bytes[to - 1] === LF
+  }
+  const body = (bytes: Uint8Array, from: number, at: number) => {
+    if (!chunked) return data(bytes, from, bytes.length, at)
+    let i = from
+    while (i < bytes.length) {
+      if (phase === 0) {
+        for (; i < bytes.length && bytes[i] !== LF; i++) {
+          if (bytes[i] !== CR) size = size * 16 + (bytes[i] <= 57 ? bytes[i] - 48 : (bytes[i] | 32) - 87)
+        }
+        if (i === bytes.length) return
+        i++
+        if (size === 0) return // the last chunk: the server ended the stream, which `close` tells
+        phase = 1
+        left = size
+        size = 0
+      } else if (phase === 1) {
+        const end = Math.min(bytes.length, i + left)
+        data(bytes, i, end, at)
+        left -= end - i
+        i = end
+        if (left === 0) phase = 2
+      } else {
+        const lf = bytes.indexOf(LF, i)
+        if (lf === -1) return
+        i = lf + 1
+        phase = 0
+      }
+    }
   }
   return (bytes: Buffer) => {
     const at = now()
-    let text = bytes.toString("latin1")
-    if (inHead) {
-      head += text
-      const end = head.indexOf("\r\n\r\n")
-      if (end === -1) return
-      const lines = head.slice(0, end).toLowerCase()
-      if (!lines.startsWith("http/1.1 200") || !/\r\ncontent-type: text\/event-stream\s*(;|\r|$)/.test(lines)) {
-        return failed(`subscriber ${subscriber}: ${head.slice(0, 300)}`)
-      }
-      chunked = /\r\ntransfer-encoding: chunked\r?$/m.test(lines)
-      text = head.slice(end + 4)
-      head = ""
-      inHead = false
+    if (!inHead) return body(bytes, 0, at)
+    const before = head.length
+    head += bytes.toString("latin1")
+    const end = head.indexOf("\r\n\r\n")
+    if (end === -1) return
+    const lines = head.slice(0, end).toLowerCase()
+    if (!lines.startsWith("http/1.1 200") || !/\r\ncontent-type: text\/event-stream\s*(;|\r|$)/.test(lines)) {
+      return failed(`subscriber ${subscriber}: ${head.slice(0, 300)}`)
     }
-    if (chunked) unframe(text)
-    else body += text
-    blocks(at)
+    chunked = /\r\ntransfer-encoding: chunked\r?$/m.test(lines)
+    inHead = false
+    head = ""
+    body(bytes, end + 4 - before, at)
   }
 }
 
