@@ -9,7 +9,6 @@
  *
  * Connects FEED_CONNECT_BATCH at a time, each counted once its `retry:` hint has come. Talks to its parent by lines:
  *
- * - with FEED_PAUSE_AT, it writes `paused` once that many streams are open, and opens the others on `more`;
  * - it writes `ready` once every stream is open (or `failed <why>` and exits 1), then `all <pet id>` as soon as every
  *   subscriber has a pet's event;
  * - on `stop` (its standard input) it cuts the streams, writes FEED_RESULTS (below), then `done`, and exits.
@@ -26,7 +25,6 @@ const KEY = process.env.FEED_KEY!
 const SUBSCRIBERS = Number(process.env.FEED_SUBSCRIBERS)
 const CONNECT_BATCH = Number(process.env.FEED_CONNECT_BATCH ?? 50)
 const RESULTS = process.env.FEED_RESULTS!
-const PAUSE_AT = Number(process.env.FEED_PAUSE_AT ?? SUBSCRIBERS)
 
 const now = () => performance.timeOrigin + performance.now()
 const say = (line: string) => process.stdout.write(`${line}\n`)
@@ -225,8 +223,19 @@ const open = (subscriber: number): Promise<Subscriber> =>
   })
 
 const subscribers: Array<Subscriber> = []
-/** Cuts the streams, writes FEED_RESULTS, and ends the process. */
-const stop = () => {
+try {
+  for (let first = 0; first < SUBSCRIBERS; first += CONNECT_BATCH) {
+    const count = Math.min(CONNECT_BATCH, SUBSCRIBERS - first)
+    subscribers.push(...await Promise.all(Array.from({ length: count }, (_, i) => open(first + i))))
+  }
+} catch (error) {
+  say(`failed ${error instanceof Error ? error.message : String(error)}`.replaceAll("\n", " "))
+  process.exit(1)
+}
+say("ready")
+
+for await (const line of console) {
+  if (line.trim() !== "stop") continue
   stopping = true
   for (const { socket } of subscribers) socket.terminate()
   const header = Buffer.from(
@@ -244,27 +253,3 @@ const stop = () => {
   say("done")
   process.exit(0)
 }
-let more!: () => void
-const toldMore = new Promise<void>((resolve) => more = resolve)
-void (async () => {
-  for await (const line of console) {
-    if (line.trim() === "more") more()
-    else if (line.trim() === "stop") stop()
-  }
-})()
-
-try {
-  for (let first = 0; first < SUBSCRIBERS;) {
-    if (first === PAUSE_AT) {
-      say("paused")
-      await toldMore
-    }
-    const count = Math.min(CONNECT_BATCH, (first < PAUSE_AT ? Math.min(PAUSE_AT, SUBSCRIBERS) : SUBSCRIBERS) - first)
-    subscribers.push(...await Promise.all(Array.from({ length: count }, (_, i) => open(first + i))))
-    first += count
-  }
-} catch (error) {
-  say(`failed ${error instanceof Error ? error.message : String(error)}`.replaceAll("\n", " "))
-  process.exit(1)
-}
-say("ready")

@@ -4,10 +4,7 @@
  * server, measured two ways:
  *
  * - memory: the server's resident memory (VmRSS) before they connect and once they are connected and have sat idle for
- *   BENCH_FEED_SETTLE seconds, the difference divided by their number. They connect in two halves, each followed by
- *   BENCH_FEED_SETTLE seconds idle: what the second half added, per subscriber of it, is beside the figure. It leaves
- *   out what connecting many streams costs once (the heap grows in proportion to everything it holds, the database
- *   driver and its connections included), which the figure spreads over the subscribers;
+ *   BENCH_FEED_SETTLE seconds, the difference divided by their number;
  * - delivery: pets created at BENCH_FEED_RATE (50) a second for BENCH_FEED_SECONDS (10), sent on a fixed schedule
  *   (not one after the other's answer), and for every pet and every subscriber the time from the create's 201 to the
  *   event's arrival (an event that comes before its 201 counts 0; one that has not come DRAIN_MS after the last 201
@@ -122,11 +119,9 @@ const start = async (database: string): Promise<Server> => {
   }
 }
 
-/** The subscribers' process (`bench/feed-subscribers.ts`), once `first` of them are open. */
+/** The subscribers' process (`bench/feed-subscribers.ts`), once every stream is open. */
 interface Subscribers {
   readonly pid: number
-  /** Opens the others. */
-  readonly more: () => Promise<void>
   /** The pets every subscriber has had. */
   readonly complete: ReadonlySet<number>
   /** Cuts the streams: each pet's arrival times (ms since the epoch, NaN: never), and what else came. */
@@ -136,8 +131,8 @@ interface Subscribers {
   }>
 }
 
-/** SUBSCRIBERS streams from `now` on `origin`, in a process of their own: `first` of them, then the others. */
-const subscribe = async (origin: string, key: string, first: number): Promise<Subscribers> => {
+/** SUBSCRIBERS streams from `now` on `origin`, in a process of their own. */
+const subscribe = async (origin: string, key: string): Promise<Subscribers> => {
   const results = join(mkdtempSync(join(tmpdir(), "petstore-bench-feed-subscribers-")), "arrivals")
   const child = spawn([process.execPath, join(import.meta.dir, "feed-subscribers.ts")], {
     env: {
@@ -146,7 +141,6 @@ const subscribe = async (origin: string, key: string, first: number): Promise<Su
       FEED_KEY: key,
       FEED_SUBSCRIBERS: String(SUBSCRIBERS),
       FEED_CONNECT_BATCH: String(CONNECT_BATCH),
-      FEED_PAUSE_AT: String(first),
       FEED_RESULTS: results
     },
     stdin: "pipe",
@@ -154,24 +148,13 @@ const subscribe = async (origin: string, key: string, first: number): Promise<Su
     stderr: "inherit"
   })
   const complete = new Set<number>()
-  let paused!: () => void
   let ready!: () => void
   let done!: () => void
   let failed!: (error: Error) => void
-  let failedFirst!: (error: Error) => void
-  const isPaused = new Promise<void>((resolve, reject) => {
-    paused = resolve
-    failedFirst = reject
-  })
   const isReady = new Promise<void>((resolve, reject) => {
     ready = resolve
-    failed = (error) => {
-      failedFirst(error)
-      reject(error)
-    }
+    failed = reject
   })
-  // Only one of them is awaited at a time.
-  isReady.catch(() => {})
   const isDone = new Promise<void>((resolve) => done = resolve)
   void (async () => {
     const decoder = new TextDecoder()
@@ -183,7 +166,6 @@ const subscribe = async (origin: string, key: string, first: number): Promise<Su
         const line = carry.slice(0, end)
         carry = carry.slice(end + 1)
         if (line.startsWith("all ")) complete.add(Number(line.slice(4)))
-        else if (line === "paused") paused()
         else if (line === "ready") ready()
         else if (line === "done") done()
         else if (line.startsWith("failed ")) failed(new Error(line.slice(7)))
@@ -192,14 +174,9 @@ const subscribe = async (origin: string, key: string, first: number): Promise<Su
     }
     failed(new Error(`the subscribers' process ended (${await child.exited})`))
   })()
-  await isPaused
+  await isReady
   return {
     pid: child.pid,
-    more: async () => {
-      child.stdin.write("more\n")
-      await child.stdin.flush()
-      await isReady
-    },
     complete,
     stop: async () => {
       child.stdin.write("stop\n")
@@ -231,9 +208,6 @@ interface FeedRun {
   readonly rssBeforeMiB: number
   readonly rssIdleMiB: number
   readonly idleKiBPerSubscriber: number
-  /** With the first half connected and idle; per subscriber of the second half, what they added to it. */
-  readonly rssHalfMiB: number
-  readonly idleKiBPerLaterSubscriber: number
   readonly creates: number
   readonly createErrors: number
   readonly createP50Ms: number
@@ -285,11 +259,7 @@ const measure = async (backend: string, create: Server, follow: Server, key: str
 
   const rssBefore = rssKiB(follow.pid)
   log(`${backend}: ${SUBSCRIBERS} subscribers connecting (server RSS ${tenths(rssBefore / 1024)} MiB)`)
-  const half = Math.floor(SUBSCRIBERS / 2)
-  const subscribers = await subscribe(follow.origin, key, half)
-  await Bun.sleep(SETTLE * 1_000)
-  const rssHalf = median([0, 1, 2].map(() => rssKiB(follow.pid)))
-  await subscribers.more()
+  const subscribers = await subscribe(follow.origin, key)
   await Bun.sleep(SETTLE * 1_000)
   const rssIdle = median([0, 1, 2].map(() => rssKiB(follow.pid)))
   log(`${backend}: connected and idle, server RSS ${tenths(rssIdle / 1024)} MiB; creating ${RATE}/s for ${SECONDS} s`)
@@ -375,8 +345,6 @@ const measure = async (backend: string, create: Server, follow: Server, key: str
     rssBeforeMiB: tenths(rssBefore / 1024),
     rssIdleMiB: tenths(rssIdle / 1024),
     idleKiBPerSubscriber: tenths((rssIdle - rssBefore) / SUBSCRIBERS),
-    rssHalfMiB: tenths(rssHalf / 1024),
-    idleKiBPerLaterSubscriber: tenths((rssIdle - rssHalf) / (SUBSCRIBERS - half)),
     creates: acks.size,
     createErrors,
     createP50Ms: tenths(percentile(sortedCreates, 50)),
@@ -444,11 +412,6 @@ const table = (runs: ReadonlyArray<FeedRun>, skipped: string | undefined): strin
       "RSS per idle subscriber (KiB): (connected − before) ÷ subscribers",
       (r) => `**${r.idleKiBPerSubscriber}** (${r.rssBeforeMiB} → ${r.rssIdleMiB} MiB)`,
       `≤ ${TARGETS.idleKiB}`
-    ),
-    row(
-      "the same, of the second half: (connected − half connected) ÷ the second half",
-      (r) => `${r.idleKiBPerLaterSubscriber} (${r.rssHalfMiB} → ${r.rssIdleMiB} MiB)`,
-      ""
     ),
     row(
       `delivery from the 201, p50 / p99 / max (ms), ${RATE} creates/s`,
