@@ -14,9 +14,13 @@
  * a database, dropped after), two replicas of one database: the creates go to one, the subscribers follow the other,
  * so a delivery includes the other replica's noticing the commit. Without either URL those rows are skipped.
  *
- * The subscribers, the creates and the timing run in this one process (on loopback), so its own event loop is part of
- * each figure: its CPU time is reported beside the server's. Bun's fetch holds at most 256 requests at once unless
- * BUN_CONFIG_MAX_HTTP_REQUESTS says more: the bench runs itself again with it set when it is too low.
+ * The subscribers are a process of their own (`bench/feed-subscribers.ts`): raw TCP connections (`Bun.connect`) with
+ * the `GET` written by hand, their bytes scanned only for a block's end and a created event's pet id, so that the
+ * client takes little CPU from the server it measures (it is reported beside the server's). This process sends the
+ * creates and times them; both read the same clock (milliseconds since the epoch, `performance.timeOrigin +
+ * performance.now()`), so an arrival there is compared with a 201 here. Every subscriber must have every pet's event
+ * once, and nothing else than the `retry:` hint and heartbeats must come: what else comes (a block, an event a second
+ * time, a stream the server ended) is listed.
  *
  * Create throughput with nobody following the feed is the `create` row of `npm run bench` (against the previous build
  * with BENCH_PREVIOUS_REF), not measured here.
@@ -29,8 +33,8 @@ import { spawn, spawnSync } from "bun"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, tmpdir, totalmem } from "node:os"
-import { join, resolve } from "node:path"
-import { isEventStream, openSse } from "../test/system/support/sse.js"
+import { dirname, join, resolve } from "node:path"
+import { openSse } from "../test/system/support/sse.js"
 import { cpuTicks } from "./proc.js"
 import { createKey } from "./seed.js"
 import { median } from "./stats.js"
@@ -56,22 +60,15 @@ const TARGETS = { idleKiB: 16, p99SqliteMs: 50, p99PostgresMs: 250 }
 
 const log = (line: string) => console.error(`[bench:feed] ${line}`)
 
-// Bun's fetch queues requests past BUN_CONFIG_MAX_HTTP_REQUESTS (256 by default): run again with room for every stream.
-const room = SUBSCRIBERS + 64
-if (Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256) < room) {
-  const child = spawn([process.execPath, import.meta.path], {
-    env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: String(room) },
-    stdio: ["inherit", "inherit", "inherit"]
-  })
-  process.exit(await child.exited)
-}
-
 const freePort = () => {
   const socket = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
   const port = socket.port
   socket.stop(true)
   return port
 }
+
+/** Milliseconds since the epoch, to a fraction: the clock of both the bench's processes. */
+const now = () => performance.timeOrigin + performance.now()
 
 const rssKiB = (pid: number): number =>
   Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN)
@@ -122,80 +119,87 @@ const start = async (database: string): Promise<Server> => {
   }
 }
 
-interface Follower {
-  readonly cut: () => void
-  readonly done: Promise<void>
+/** The subscribers' process (`bench/feed-subscribers.ts`), once every stream is open. */
+interface Subscribers {
+  readonly pid: number
+  /** The pets every subscriber has had. */
+  readonly complete: ReadonlySet<number>
+  /** Cuts the streams: each pet's arrival times (ms since the epoch, NaN: never), and what else came. */
+  readonly stop: () => Promise<{
+    readonly arrivals: ReadonlyMap<number, Float64Array>
+    readonly unexpected: ReadonlyArray<string>
+  }>
 }
 
-/** A created event's pet id, read off the block's text as the server writes it (`data: {"id":…`). */
-const CREATED = /^id: [^\n]*\nevent: created\ndata: \{"id":(\d+),/
-
-/**
- * Reads an event stream's body block by block as text, with no parsing beyond finding the blank line that ends a
- * block: with 1 000 subscribers in this one process, a reader that parses each block into an object (and waits with a
- * timer per read) takes a whole core at 50 000 events a second, and its own delay becomes the figure.
- */
-const readBlocks = async (body: ReadableStream<Uint8Array>, onBlock: (block: string, at: number) => void) => {
-  const reader = body.getReader()
-  const decoder = new TextDecoder()
-  let carry = ""
-  try {
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) return
-      const at = performance.now()
-      carry += decoder.decode(value, { stream: true })
-      let end = carry.indexOf("\n\n")
-      let start = 0
+/** SUBSCRIBERS streams from `now` on `origin`, in a process of their own. */
+const subscribe = async (origin: string, key: string): Promise<Subscribers> => {
+  const results = join(mkdtempSync(join(tmpdir(), "petstore-bench-feed-subscribers-")), "arrivals")
+  const child = spawn([process.execPath, join(import.meta.dir, "feed-subscribers.ts")], {
+    env: {
+      ...process.env,
+      FEED_ORIGIN: origin,
+      FEED_KEY: key,
+      FEED_SUBSCRIBERS: String(SUBSCRIBERS),
+      FEED_CONNECT_BATCH: String(CONNECT_BATCH),
+      FEED_RESULTS: results
+    },
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "inherit"
+  })
+  const complete = new Set<number>()
+  let ready!: () => void
+  let done!: () => void
+  let failed!: (error: Error) => void
+  const isReady = new Promise<void>((resolve, reject) => {
+    ready = resolve
+    failed = reject
+  })
+  const isDone = new Promise<void>((resolve) => done = resolve)
+  void (async () => {
+    const decoder = new TextDecoder()
+    let carry = ""
+    for await (const bytes of child.stdout) {
+      carry += decoder.decode(bytes, { stream: true })
+      let end = carry.indexOf("\n")
       while (end !== -1) {
-        onBlock(carry.slice(start, end), at)
-        start = end + 2
-        end = carry.indexOf("\n\n", start)
+        const line = carry.slice(0, end)
+        carry = carry.slice(end + 1)
+        if (line.startsWith("all ")) complete.add(Number(line.slice(4)))
+        else if (line === "ready") ready()
+        else if (line === "done") done()
+        else if (line.startsWith("failed ")) failed(new Error(line.slice(7)))
+        end = carry.indexOf("\n")
       }
-      carry = carry.slice(start)
     }
-  } catch {
-    // cut
-  }
-}
-
-/**
- * SUBSCRIBERS streams from `now` on `origin`, CONNECT_BATCH at a time, each once its `retry:` hint has come;
- * `onCreated(subscriber, petId, at)` for every created event, `unexpected` for anything else than a heartbeat.
- */
-const subscribe = async (
-  origin: string,
-  key: string,
-  onCreated: (subscriber: number, petId: number, at: number) => void,
-  unexpected: Array<string>
-): Promise<Array<Follower>> => {
-  const followers: Array<Follower> = []
-  for (let first = 0; first < SUBSCRIBERS; first += CONNECT_BATCH) {
-    const batch = Array.from({ length: Math.min(CONNECT_BATCH, SUBSCRIBERS - first) }, async (_, i) => {
-      const index = first + i
-      const controller = new AbortController()
-      const response = await fetch(`${origin}/v1/pets/changes?after=now`, {
-        headers: { authorization: `Bearer ${key}`, accept: "text/event-stream" },
-        signal: controller.signal
-      })
-      if (response.status !== 200 || !isEventStream(response) || response.body === null) {
-        throw new Error(`subscriber ${index}: ${response.status} ${await response.text()}`)
+    failed(new Error(`the subscribers' process ended (${await child.exited})`))
+  })()
+  await isReady
+  return {
+    pid: child.pid,
+    complete,
+    stop: async () => {
+      child.stdin.write("stop\n")
+      await child.stdin.flush()
+      await isDone
+      await child.exited
+      const file = readFileSync(results)
+      rmSync(dirname(results), { recursive: true, force: true })
+      const newline = file.indexOf(10)
+      const header = JSON.parse(file.subarray(0, newline).toString("utf8")) as {
+        readonly pets: number
+        readonly unexpected: ReadonlyArray<string>
       }
-      let started!: () => void
-      const ready = new Promise<void>((done) => started = done)
-      const done = readBlocks(response.body, (block, at) => {
-        const created = CREATED.exec(block)
-        if (created !== null) onCreated(index, Number(created[1]), at)
-        else if (block.startsWith("retry:")) started()
-        else if (block !== ": heartbeat") unexpected.push(block.slice(0, 200))
-      })
-      const ended = await Promise.race([ready.then(() => false), done.then(() => true)])
-      if (ended) throw new Error(`subscriber ${index}: the stream ended before its retry: hint`)
-      followers.push({ cut: () => controller.abort(), done })
-    })
-    await Promise.all(batch)
+      const bytes = file.subarray(newline + 1)
+      const times = new Float64Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength))
+      const arrivals = new Map<number, Float64Array>()
+      for (let row = 0; row < header.pets; row++) {
+        const at = row * (1 + SUBSCRIBERS)
+        arrivals.set(times[at], times.subarray(at + 1, at + 1 + SUBSCRIBERS))
+      }
+      return { arrivals, unexpected: header.unexpected }
+    }
   }
-  return followers
 }
 
 interface FeedRun {
@@ -216,9 +220,13 @@ interface FeedRun {
   readonly fromAck: { readonly p50: number; readonly p99: number; readonly max: number }
   /** From the create's sending to the event's arrival. */
   readonly fromSend: { readonly p50: number; readonly p99: number; readonly max: number }
-  /** CPU of the subscribers' server (all threads) and of the bench process during the creates, % of one core. */
+  /**
+   * CPU during the creates, % of one core: of the subscribers' server (all threads), of the bench (both its
+   * processes), and of its subscribers' process alone.
+   */
   readonly serverCpuPercent: number
   readonly benchCpuPercent: number
+  readonly subscribersCpuPercent: number
   readonly unexpected: ReadonlyArray<string>
 }
 
@@ -251,14 +259,7 @@ const measure = async (backend: string, create: Server, follow: Server, key: str
 
   const rssBefore = rssKiB(follow.pid)
   log(`${backend}: ${SUBSCRIBERS} subscribers connecting (server RSS ${tenths(rssBefore / 1024)} MiB)`)
-  const arrivals = new Map<number, Float64Array>()
-  const onCreated = (subscriber: number, petId: number, at: number) => {
-    let times = arrivals.get(petId)
-    if (times === undefined) arrivals.set(petId, times = new Float64Array(SUBSCRIBERS).fill(NaN))
-    times[subscriber] = at
-  }
-  const unexpected: Array<string> = []
-  const followers = await subscribe(follow.origin, key, onCreated, unexpected)
+  const subscribers = await subscribe(follow.origin, key)
   await Bun.sleep(SETTLE * 1_000)
   const rssIdle = median([0, 1, 2].map(() => rssKiB(follow.pid)))
   log(`${backend}: connected and idle, server RSS ${tenths(rssIdle / 1024)} MiB; creating ${RATE}/s for ${SECONDS} s`)
@@ -269,14 +270,15 @@ const measure = async (backend: string, create: Server, follow: Server, key: str
   let createErrors = 0
   const inFlight: Array<Promise<void>> = []
   const ticks = cpuTicks(follow.pid, "all")
+  const subscriberTicks = cpuTicks(subscribers.pid, "all")
   const cpu = process.cpuUsage()
-  const began = performance.now()
+  const began = now()
   for (let i = 0; i < RATE * SECONDS; i++) {
     const due = began + (i * 1_000) / RATE
-    const wait = due - performance.now()
+    const wait = due - now()
     if (wait > 0) await Bun.sleep(wait)
     inFlight.push((async () => {
-      const sent = performance.now()
+      const sent = now()
       try {
         const response = await fetch(`${create.origin}/v1/pets`, {
           method: "POST",
@@ -285,7 +287,7 @@ const measure = async (backend: string, create: Server, follow: Server, key: str
           signal: AbortSignal.timeout(CREATE_TIMEOUT_MS)
         })
         const body = await response.text()
-        const ack = performance.now()
+        const ack = now()
         if (response.status !== 201) throw new Error(`${response.status} ${body.slice(0, 200)}`)
         acks.set((JSON.parse(body) as { readonly id: number }).id, { sent, ack })
         createTimes.push(ack - sent)
@@ -296,20 +298,16 @@ const measure = async (backend: string, create: Server, follow: Server, key: str
     })())
   }
   await Promise.all(inFlight)
-  const complete = () =>
-    [...acks.keys()].every((id) => {
-      const times = arrivals.get(id)
-      return times !== undefined && !times.some(Number.isNaN)
-    })
-  const drainBy = performance.now() + DRAIN_MS
-  while (performance.now() < drainBy && !complete()) await Bun.sleep(50)
-  const elapsed = (performance.now() - began) / 1_000
+  const complete = () => [...acks.keys()].every((id) => subscribers.complete.has(id))
+  const drainBy = now() + DRAIN_MS
+  while (now() < drainBy && !complete()) await Bun.sleep(50)
+  const elapsed = (now() - began) / 1_000
   const serverCpuPercent = Math.round(((cpuTicks(follow.pid, "all") - ticks) / 100 / elapsed) * 100)
   const used = process.cpuUsage(cpu)
-  const benchCpuPercent = Math.round(((used.user + used.system) / 1e6 / elapsed) * 100)
+  const subscribersCpuPercent = Math.round(((cpuTicks(subscribers.pid, "all") - subscriberTicks) / 100 / elapsed) * 100)
+  const benchCpuPercent = Math.round(((used.user + used.system) / 1e6 / elapsed) * 100) + subscribersCpuPercent
 
-  for (const follower of followers) follower.cut()
-  await Promise.all(followers.map(({ done }) => done))
+  const { arrivals, unexpected } = await subscribers.stop()
 
   // A delivery that never came counts as the slowest (Infinity), so that the percentiles are of every delivery due.
   const fromAck = new Float64Array(acks.size * SUBSCRIBERS)
@@ -359,6 +357,7 @@ const measure = async (backend: string, create: Server, follow: Server, key: str
     fromSend: stats(fromSend),
     serverCpuPercent,
     benchCpuPercent,
+    subscribersCpuPercent,
     unexpected: unexpected.slice(0, 10)
   }
 }
@@ -435,8 +434,8 @@ const table = (runs: ReadonlyArray<FeedRun>, skipped: string | undefined): strin
       ""
     ),
     row(
-      "CPU while creating, % of a core: the subscribers' server; the bench",
-      (r) => `${r.serverCpuPercent}; ${r.benchCpuPercent}`,
+      "CPU while creating, % of a core: the subscribers' server; the bench (its subscribers' process)",
+      (r) => `${r.serverCpuPercent}; ${r.benchCpuPercent} (subscribers ${r.subscribersCpuPercent})`,
       ""
     ),
     row("anything else on the streams", (r) => r.unexpected.length === 0 ? "none" : r.unexpected.join("<br>"), "none")

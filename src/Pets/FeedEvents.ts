@@ -62,7 +62,8 @@ export const FeedLimitsConfig = Config.all({
 
 /** An open stream. */
 interface Open {
-  readonly sink: ServerSentEvents.Sink
+  /** Its body, made once this state is, which the body's end hands back to `closed`. */
+  sink: ServerSentEvents.Sink
   readonly key: ApiKeyId
   readonly status: PetStatus | undefined
   /** The last position written (or passed over). */
@@ -230,8 +231,9 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
           const refused = refusal(key)
           if (refused !== undefined) return yield* Effect.fail(refused)
           const from = yield* follow(read)
-          const { response, sink } = ServerSentEvents.makeSink(BEHIND_BLOCKS, () => closed(open))
-          const open: Open = { sink, key, status, last: position, waiting: [], closed: false }
+          const open: Open = { sink: undefined!, key, status, last: position, waiting: [], closed: false }
+          const { response, sink } = ServerSentEvents.makeSink(BEHIND_BLOCKS, closed, open)
+          open.sink = sink
           opens.add(open)
           byKey.set(key, (byKey.get(key) ?? 0) + 1)
           yield* SubscriptionRef.set(openCount, opens.size)
