@@ -109,6 +109,8 @@ export const openStore = () => {
   const listAll = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
   const listByStatus = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
   const findOne = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
+  /** The change feed's end, which a list answers as `Feed-Position`: on SQLite the last pet's id, in the feed's id. */
+  const feedEnd = db.prepare(`SELECT (SELECT id FROM feed_meta) AS "database", coalesce(max(id), 0) AS "end" FROM pets`)
   const insert = db.prepare(`INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`)
   const findKey = db.prepare(
     `SELECT id, name, hash, last_used_at AS lastUsedAt, revoked_at AS revokedAt FROM api_keys WHERE id = ?`
@@ -143,22 +145,27 @@ export const openStore = () => {
       return row.id
     },
 
-    /** A page of pets after the id `after`, and the Link to the next page when there is one. */
+    /**
+     * A page of pets after the id `after`, the feed's position read right after it (its `Feed-Position`), and the Link
+     * to the next page when there is one.
+     */
     listPets: (
       status: string | undefined,
       after: number,
       limit: number
-    ): { readonly pets: Array<Pet>; readonly link: string | undefined } => {
+    ): { readonly pets: Array<Pet>; readonly position: string; readonly link: string | undefined } => {
       const pets =
         (status === undefined ? listAll.all(after, limit + 1) : listByStatus.all(status, after, limit + 1)) as Array<
           Pet
         >
-      if (pets.length <= limit) return { pets, link: undefined }
+      const end = feedEnd.get() as { database: string; end: number }
+      const position = `${end.database}.${end.end}`
+      if (pets.length <= limit) return { pets, position, link: undefined }
       pets.length = limit
       const params = new URLSearchParams({ limit: String(limit) })
       if (status !== undefined) params.set("status", status)
       params.set("after", String(pets[limit - 1].id))
-      return { pets, link: `</v1/pets?${params}>; rel="next"` }
+      return { pets, position, link: `</v1/pets?${params}>; rel="next"` }
     },
 
     findPet: (id: number) => findOne.get(id) as Pet | null,

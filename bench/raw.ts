@@ -57,6 +57,7 @@ const list = (request: Request) => {
     if (after < 1 || after > MAX_SAFE) return error(headers, problems.invalidQuery("after"))
   }
   const page = store.listPets(status ?? undefined, after, limit)
+  headers["feed-position"] = page.position
   if (page.link !== undefined) headers.link = page.link
   return new Response(JSON.stringify(page.pets), { headers })
 }

@@ -1,10 +1,10 @@
 /**
- * Whether the raw program's peers answer as it does: the benchmarked requests (list 20, the filtered list with a deep
- * cursor, get one, create), and the refusals around them (no key, invalid parameters and bodies, an unknown id or
- * path), each sent to every server; the status, the body byte for byte and every header but `Date` are compared.
- * `npm run bench` checks its peers with it before it loads them, on databases copied from the same one (so that a
- * create is given the same id everywhere): a difference on a benchmarked request stops it, one on a refusal is
- * reported.
+ * Whether petstore and the raw program's peers answer as raw does: the benchmarked requests (list 20, the filtered
+ * list with a deep cursor, get one, create), and the refusals around them (no key, invalid parameters and bodies, an
+ * unknown id or path), each sent to every server; the status, the body byte for byte and every header but `Date` are
+ * compared. `npm run bench` checks petstore and the peers with it before it loads them, on databases copied from the
+ * same one (so that a create is given the same id everywhere): a difference on a benchmarked request stops it, one on
+ * a refusal is reported.
  *
  *     bun bench/peers/check.ts KEY http://127.0.0.1:8081 http://127.0.0.1:8082 …   # the first is the reference
  */

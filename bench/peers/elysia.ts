@@ -106,6 +106,7 @@ const app = new Elysia()
   .get("/healthz", () => ({ status: "ok" }))
   .get("/v1/pets", ({ query: { after, limit, status }, set }) => {
     const page = store.listPets(status, after ?? 0, limit ?? DEFAULT_LIMIT)
+    set.headers["feed-position"] = page.position
     if (page.link !== undefined) set.headers.link = page.link
     return page.pets
   }, {

@@ -145,6 +145,7 @@ app.use("*", headers)
 app.openapi(listPets, (c) => {
   const { after, limit, status } = c.req.valid("query")
   const page = store.listPets(status, after ?? 0, limit)
+  c.header("feed-position", page.position)
   if (page.link !== undefined) c.header("link", page.link)
   return c.json(page.pets, 200)
 })
