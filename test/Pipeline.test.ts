@@ -47,8 +47,8 @@ const answer = async (response: Response) => {
   return { status: response.status, headers, body: await response.text() }
 }
 
-/** Requests of every kind: successes, each way to fail, unknown paths and methods, limits. */
-const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [string, RequestInit?]> => {
+/** The key's `Authorization` header, and a POST of a body, a JSON one with the key unless other headers are given. */
+const requestsWith = (key: string) => {
   const auth = { authorization: `Bearer ${key}` }
   const json = { ...auth, "content-type": "application/json" }
   const post = (body: string, headers: Record<string, string> = json): RequestInit => ({
@@ -56,6 +56,12 @@ const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [stri
     headers,
     body
   })
+  return { auth, post }
+}
+
+/** Requests of every kind: successes, each way to fail, unknown paths and methods, limits. */
+const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [string, RequestInit?]> => {
+  const { auth, post } = requestsWith(key)
   return [
     ["/v1/pets", { headers: auth }],
     ["/v1/pets?limit=2", { headers: auth }],
@@ -125,13 +131,7 @@ describeBackends((backend) => {
         const key = Redacted.value((yield* keys.create("dispatch")).key)
         const revoked = yield* keys.create("revoked")
         yield* keys.revoke(revoked.id)
-        const auth = { authorization: `Bearer ${key}` }
-        const json = { ...auth, "content-type": "application/json" }
-        const post = (body: string, headers: Record<string, string> = json): RequestInit => ({
-          method: "POST",
-          headers,
-          body
-        })
+        const { post } = requestsWith(key)
 
         // Creation first, through each server in turn: the ids differ, the rest must not.
         for (let i = 1; i <= 6; i++) {
