@@ -426,6 +426,24 @@ describeBackends((backend) => {
       expect(yield* keys.authenticate(issued.key)).toEqual(Option.none())
     }))
 
+  it.scoped("a record read before this process revoked the key is not kept for the streams' revocation check", () =>
+    Effect.gen(function*() {
+      const { holdNextRead, keys } = yield* probedKeys(Sql.layer(yield* backend.freshDatabase))
+      const issued = yield* keys.create("streaming")
+      const { read, release } = yield* holdNextRead
+      const inFlight = yield* Effect.fork(keys.isRevoked(issued.id))
+      yield* Deferred.await(read)
+      // The record has been read while the key was valid; the revocation commits before the read finishes.
+      expect(yield* keys.revoke(issued.id)).toBe(true)
+      yield* Deferred.succeed(release, undefined)
+      // It started before the revocation: it may say the key is not revoked.
+      expect(yield* inFlight.await).toEqual(Exit.succeed(false))
+      // Every check that starts after the revocation sees it.
+      expect(yield* keys.isRevoked(issued.id)).toBe(true)
+      yield* TestClock.adjust(Duration.subtract(RECHECK_AFTER, Duration.millis(1)))
+      expect(yield* keys.isRevoked(issued.id)).toBe(true)
+    }))
+
   it.scoped("a wrong secret under a known id is refused", () =>
     Effect.gen(function*() {
       const keys = yield* processOn(yield* backend.freshDatabase)

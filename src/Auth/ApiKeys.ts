@@ -156,10 +156,16 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
      * after a revocation made here); a read that fails counts as not revoked, to be looked at again.
      */
     const isRevoked = (id: ApiKeyId): Effect.Effect<boolean> =>
-      records.get(id).pipe(
-        Effect.map((found) => Option.isNone(found) || found.value.revokedAt !== null),
-        Effect.orElseSucceed(() => false)
-      )
+      Effect.suspend(() => {
+        const revocationsBefore = revocations
+        return records.get(id).pipe(
+          // A record read while this process revoked a key may predate the revocation: it answers this check only
+          // (the cache stores a lookup's outcome even when the id was invalidated while it ran).
+          Effect.tap(() => revocations === revocationsBefore ? Effect.void : records.invalidate(id)),
+          Effect.map((found) => Option.isNone(found) || found.value.revokedAt !== null),
+          Effect.orElseSucceed(() => false)
+        )
+      })
 
     /**
      * The key a bearer token stands for, if it is a known, unrevoked key. Runs on every request: without a span (a
