@@ -21,7 +21,7 @@
  * list of scenario names to run, e.g. "create" or "list 20,filtered list, deep cursor" — a comma and a space belong to a
  * name; all by default; the feature variants run on those of their scenarios),
  * BENCH_PREVIOUS (a previous build's executable), BENCH_PREVIOUS_REF (a git ref to build the previous build from),
- * BENCH_PEERS=0 (no peers).
+ * BENCH_PEERS=0 (no peers), BASELINE_KEY_RECHECK_MS (passed on to raw and the peers: `bench/baseline.ts`).
  * The change feed's rows come last, from `bench/feed.ts` run as a child process (its own environment, BENCH_FEED_*);
  * with BENCH_ONLY set they run only when it names `feed`.
  */
