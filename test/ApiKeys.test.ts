@@ -17,6 +17,7 @@ import {
 } from "../src/Auth/ApiKeys.js"
 import { ApiKeysRepo } from "../src/Auth/Repo.js"
 import * as Sql from "../src/Database/Sql.js"
+import type { ApiKeyId } from "../src/Domain/ApiKey.js"
 import { describeBackends } from "./support/backends.js"
 import { API_KEY_FORMAT } from "./support/keys.js"
 
@@ -408,18 +409,32 @@ describeBackends((backend) => {
       expect(yield* reads).toBe(7)
     }))
 
-  it.scoped("a lookup that read the key before this process revoked it does not bring the key back", () =>
+  /**
+   * `check` of a new key, started while the key is valid: its read of the key's row is held until the key has been
+   * revoked (the revocation commits before the read finishes). Its exit, the key and the service.
+   */
+  const checkedAcrossRevocation = <A, E>(
+    check: (
+      keys: ApiKeys,
+      issued: { readonly id: ApiKeyId; readonly key: Redacted.Redacted<string> }
+    ) => Effect.Effect<A, E>
+  ) =>
     Effect.gen(function*() {
       const { holdNextRead, keys } = yield* probedKeys(Sql.layer(yield* backend.freshDatabase))
       const issued = yield* keys.create("raced")
       const { read, release } = yield* holdNextRead
-      const inFlight = yield* Effect.fork(keys.authenticate(issued.key))
+      const inFlight = yield* Effect.fork(check(keys, issued))
       yield* Deferred.await(read)
-      // The lookup has read the row while the key was valid; the revocation commits before the lookup finishes.
       expect(yield* keys.revoke(issued.id)).toBe(true)
       yield* Deferred.succeed(release, undefined)
+      return { exit: yield* inFlight.await, issued, keys }
+    })
+
+  it.scoped("a lookup that read the key before this process revoked it does not bring the key back", () =>
+    Effect.gen(function*() {
+      const { exit, issued, keys } = yield* checkedAcrossRevocation((keys, { key }) => keys.authenticate(key))
       // It started before the revocation: it may pass.
-      expect(yield* inFlight.await).toEqual(Exit.succeed(Option.some({ id: issued.id, name: "raced" })))
+      expect(exit).toEqual(Exit.succeed(Option.some({ id: issued.id, name: "raced" })))
       // Every check that starts after the revocation refuses the key.
       expect(yield* keys.authenticate(issued.key)).toEqual(Option.none())
       yield* TestClock.adjust(Duration.subtract(RECHECK_AFTER, Duration.millis(1)))
@@ -428,16 +443,9 @@ describeBackends((backend) => {
 
   it.scoped("a record read before this process revoked the key is not kept for the streams' revocation check", () =>
     Effect.gen(function*() {
-      const { holdNextRead, keys } = yield* probedKeys(Sql.layer(yield* backend.freshDatabase))
-      const issued = yield* keys.create("streaming")
-      const { read, release } = yield* holdNextRead
-      const inFlight = yield* Effect.fork(keys.isRevoked(issued.id))
-      yield* Deferred.await(read)
-      // The record has been read while the key was valid; the revocation commits before the read finishes.
-      expect(yield* keys.revoke(issued.id)).toBe(true)
-      yield* Deferred.succeed(release, undefined)
+      const { exit, issued, keys } = yield* checkedAcrossRevocation((keys, { id }) => keys.isRevoked(id))
       // It started before the revocation: it may say the key is not revoked.
-      expect(yield* inFlight.await).toEqual(Exit.succeed(false))
+      expect(exit).toEqual(Exit.succeed(false))
       // Every check that starts after the revocation sees it.
       expect(yield* keys.isRevoked(issued.id)).toBe(true)
       yield* TestClock.adjust(Duration.subtract(RECHECK_AFTER, Duration.millis(1)))
