@@ -103,7 +103,7 @@ type KeyRow = { id: string; name: string; hash: string; lastUsedAt: string | nul
  * for 500 ms (the contract allows a second). 0, the default: checked on every request, as a service written the usual
  * way does.
  */
-const KEY_RECHECK_MS = Number(process.env.BASELINE_KEY_RECHECK_MS ?? 0)
+export const KEY_RECHECK_MS = Number(process.env.BASELINE_KEY_RECHECK_MS ?? 0)
 
 /** The catalogue a baseline serves: the database at DATABASE_URL, migrated by petstore, and its statements. */
 export const openStore = () => {

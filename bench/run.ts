@@ -44,6 +44,7 @@ import {
 } from "node:fs"
 import { cpus, tmpdir, totalmem } from "node:os"
 import { join, resolve } from "node:path"
+import { KEY_RECHECK_MS } from "./baseline.js"
 import { differences } from "./peers/check.js"
 import { cpuTicks, microsPerRequest } from "./proc.js"
 import { createKey, insertPets } from "./seed.js"
@@ -63,8 +64,6 @@ const BASELINES = {
 type Baseline = keyof typeof BASELINES
 /** The peers the floors are read against: petstore's list and filtered list at least 0.9× the better, get one 0.8×. */
 const PEERS: ReadonlyArray<"hono" | "elysia"> = process.env.BENCH_PEERS === "0" ? [] : ["hono", "elysia"]
-/** How long raw and the peers trust a key that passed (`bench/baseline.ts`): 0, a check on every request. */
-const BASELINE_KEY_RECHECK_MS = Number(process.env.BASELINE_KEY_RECHECK_MS ?? 0)
 const FLOORS: Record<string, number> = { "list 20": 0.9, "filtered list, deep cursor": 0.9, "get one": 0.8 }
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 3)
@@ -432,11 +431,14 @@ const ratio = (a: number, b: number) => hundredths(a / b)
 const checkSameWork = async (raw: Slot, petstore: Slot, peers: ReadonlyArray<Slot>) => {
   const servers = [petstore, ...peers].map((slot) => ({ name: slot.name, origin: slot.server.origin }))
   const found = await differences(raw.server.origin, servers, raw.key, PETS)
-  const own = found.others.filter((line) => line.startsWith(`${petstore.name}, `))
-  if (own.length > 0) log(`petstore words ${own.length} refusal details otherwise than raw (checked by its own tests)`)
-  for (const line of found.others) if (!own.includes(line)) log(`a peer answers a refusal otherwise than raw: ${line}`)
+  const own = found.others.filter(({ server }) => server === petstore.name).length
+  if (own > 0) log(`petstore words ${own} refusal details otherwise than raw (checked by its own tests)`)
+  for (const { server, text } of found.others) {
+    if (server !== petstore.name) log(`a peer answers a refusal otherwise than raw: ${text}`)
+  }
   if (found.benchmarked.length > 0) {
-    throw new Error(`a server answers a benchmarked request otherwise than raw:\n${found.benchmarked.join("\n")}`)
+    const lines = found.benchmarked.map(({ text }) => text).join("\n")
+    throw new Error(`a server answers a benchmarked request otherwise than raw:\n${lines}`)
   }
 }
 
@@ -764,7 +766,7 @@ const main = async () => {
       wrk:
         `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, every server started again each round, medians`,
       fsyncMs: { before: fsyncBefore, after: fsyncAfter },
-      baselineKeyRecheckMs: BASELINE_KEY_RECHECK_MS
+      baselineKeyRecheckMs: KEY_RECHECK_MS
     }
     const feed = feedRows()
     const result = {

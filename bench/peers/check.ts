@@ -108,27 +108,34 @@ const ask = async (origin: string, key: string, probe: Probe): Promise<Answer> =
   return { status: response.status, body: await response.text(), headers }
 }
 
+/** A way a server answers a probe otherwise than the reference: which server, and what differs (one line). */
+export interface Difference {
+  readonly server: string
+  readonly text: string
+}
+
 /**
- * Each server's differences from the reference, one line each, on the benchmarked requests and on the others (none:
- * it answers alike). The probes run one at a time, on each server in turn, so that every server sees the same sequence
- * (its creates get the same ids).
+ * Each server's differences from the reference, on the benchmarked requests and on the others (none: it answers
+ * alike). The probes run one at a time, on each server in turn, so that every server sees the same sequence (its
+ * creates get the same ids).
  */
 export const differences = async (
   reference: string,
   servers: ReadonlyArray<{ readonly name: string; readonly origin: string }>,
   key: string,
   pets: number
-): Promise<{ readonly benchmarked: Array<string>; readonly others: Array<string> }> => {
-  const benchmarked: Array<string> = []
-  const others: Array<string> = []
+): Promise<{ readonly benchmarked: Array<Difference>; readonly others: Array<Difference> }> => {
+  const benchmarked: Array<Difference> = []
+  const others: Array<Difference> = []
   for (const probe of probes(pets)) {
     const expected = await ask(reference, key, probe)
     for (const server of servers) {
       const got = await ask(server.origin, key, probe)
       const differ = (what: string, want: unknown, have: unknown) =>
-        (probe.benchmarked ? benchmarked : others).push(
-          `${server.name}, ${probe.name}: ${what} ${JSON.stringify(have)}, not ${JSON.stringify(want)}`
-        )
+        (probe.benchmarked ? benchmarked : others).push({
+          server: server.name,
+          text: `${server.name}, ${probe.name}: ${what} ${JSON.stringify(have)}, not ${JSON.stringify(want)}`
+        })
       if (got.status !== expected.status) differ("status", expected.status, got.status)
       if (got.body !== expected.body) differ("body", expected.body, got.body)
       for (const name of new Set([...Object.keys(expected.headers), ...Object.keys(got.headers)])) {
@@ -149,7 +156,7 @@ if (import.meta.main) {
     key,
     Number(process.env.BENCH_PETS ?? 10_000)
   )
-  for (const line of [...found.benchmarked, ...found.others]) console.log(line)
+  for (const { text } of [...found.benchmarked, ...found.others]) console.log(text)
   console.log(
     `${found.benchmarked.length} differences on the benchmarked requests, ${found.others.length} on the others`
   )
