@@ -86,7 +86,7 @@ export const DOCUMENTED_RESPONSE_HEADERS: ReadonlyArray<string> = [
   )
 ]
 
-/** An example of each error an operation answers, as the service answers it, by operation (`*`: every one) and status. */
+/** An example of each error an operation answers, as the service answers it, by operation (`*`: all) and status. */
 const EXAMPLES: Record<string, Record<string, { readonly code: string; readonly message: string }>> = {
   "*": { 401: unauthorized(), 429: rateLimited(17), 503: unavailable() },
   listPets: {
@@ -128,7 +128,7 @@ const finishDocument = (doc: Record<string, any>) => {
   for (const item of Object.values<Record<string, any>>(doc.paths)) {
     for (const op of Object.values<any>(item)) {
       const id: string = op.operationId
-      // HttpApi declares header parameters in lower case, as requests carry them; the document uses their usual spelling.
+      // HttpApi declares header parameters in lower case, as requests carry them; the document spells them as usual.
       for (const parameter of op.parameters ?? []) {
         if (parameter.in === "header") parameter.name = HEADER_SPELLING[parameter.name] ?? parameter.name
       }

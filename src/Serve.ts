@@ -1,6 +1,6 @@
 /**
- * Running the service: the HTTP server on a database, with the logger, traces and metrics as configured. `petstore serve`
- * (the command line's) and a bare start (`main.ts`) both come here.
+ * Running the service: the HTTP server on a database, with the logger, traces and metrics as configured.
+ * `petstore serve` (the command line's) and a bare start (`main.ts`) both come here.
  */
 import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }

@@ -31,7 +31,7 @@ export const AuthorizationLive = Layer.effect(
   Effect.gen(function*() {
     const keys = yield* ApiKeys
     const rateLimits = yield* RateLimits
-    /** A key that passed: the request's log lines name it (outside a request, the fiber's), and its quota is counted. */
+    /** A key that passed: the request's log lines name it (outside a request, the fiber's); its quota is counted. */
     const passed = (context: Context.Context<never>, key: AuthenticatedKey): Checked => {
       const counted = rateLimits.consume(key.id, key)
       return annotateRequestIn(context, "keyId", key.id)

@@ -1,11 +1,12 @@
 /**
  * `petstore backup FILE`, for a SQLite catalogue (PostgreSQL has tools of its own).
  *
- * A backup is a consistent snapshot of the whole database (pets, API keys, idempotency records, the migrations applied),
- * taken while servers keep serving and writing to it: one read transaction, so one committed state; in WAL mode neither
- * the reader nor the server's writer waits for the other. `petstore backup` copies with SQLite's `VACUUM INTO`, one
- * statement that holds the thread until the copy is done; a server backing itself up (`ScheduledBackups.ts`) copies the
- * same state a few thousand rows at a time, with a pause between steps, so that its event loop keeps serving.
+ * A backup is a consistent snapshot of the whole database (pets, API keys, idempotency records, the migrations
+ * applied), taken while servers keep serving and writing to it: one read transaction, so one committed state; in WAL
+ * mode neither the reader nor the server's writer waits for the other. `petstore backup` copies with SQLite's
+ * `VACUUM INTO`, one statement that holds the thread until the copy is done; a server backing itself up
+ * (`ScheduledBackups.ts`) copies the same state a few thousand rows at a time, with a pause between steps, so that its
+ * event loop keeps serving.
  *
  * The new file is put in place whole (`DurableFile.ts`).
  */

@@ -54,7 +54,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
     )`)
     yield* sql`CREATE INDEX idempotency_keys_expires_at ON idempotency_keys (expires_at)`
   }),
-  // PostgreSQL only: the rate-limit counters the replicas share (`RateLimit/PostgresStore.ts`). SQLite counts in memory.
+  // PostgreSQL only: the rate-limit counters the replicas share (`RateLimit/PostgresStore.ts`); SQLite's are in memory.
   "0004_create_rate_limits": Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql.onDialectOrElse({
       pg: () => sql`CREATE TABLE rate_limits (key TEXT PRIMARY KEY, count BIGINT NOT NULL, expires_at BIGINT NOT NULL)`,

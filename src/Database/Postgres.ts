@@ -2,9 +2,9 @@
  * The PostgreSQL backend: `@effect/sql-pg`'s client on a `pg` pool made here as `@effect/sql-pg` would make it, with
  * statement timeouts and BIGINTs read as numbers, so that its state can be reported (`db_client_connection_*`).
  * Connections that fail are replaced: the service recovers by itself once the database is back, and until then a
- * statement fails within the timeouts (a 503). At start-up what time can cure (no answer, a server starting up or out of
- * connections) is retried, once a second, for the start-up timeout; what it cannot (a wrong password, a database that
- * does not exist) fails at once. Either way the layer fails naming the server, never the password.
+ * statement fails within the timeouts (a 503). At start-up what time can cure (no answer, a server starting up or out
+ * of connections) is retried, once a second, for the start-up timeout; what it cannot (a wrong password, a database
+ * that does not exist) fails at once. Either way the layer fails naming the server, never the password.
  */
 import { type Migrator, type SqlClient, SqlError } from "@effect/sql"
 import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema, Stream } from "effect"

@@ -43,7 +43,7 @@ export interface BackupSchedule {
   readonly keep: number
 }
 
-/** A backup's name: `petstore-` and the UTC time it started, to the millisecond (`petstore-20261128T031500.123Z.db`). */
+/** A backup's name: `petstore-` and the UTC time it started, to the millisecond: `petstore-20261128T031500.123Z.db`. */
 export const backupName = (millis: number): string =>
   `petstore-${new Date(millis).toISOString().replace(/[-:]/g, "")}.db`
 

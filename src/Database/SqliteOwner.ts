@@ -1,9 +1,9 @@
 /**
- * One `serve` process per SQLite file. The server holds an exclusive SQLite lock on `<database>.lock`, a file of its own
- * beside the database, for as long as it runs: a second server on the same file finds it taken and refuses to start.
- * The lock is the operating system's (SQLite's POSIX advisory locks): it goes with the process, a crash or SIGKILL
- * included, so it never outlives its holder. The database itself is not locked: `keys`, `backup` and the server's
- * own connections work beside it as before.
+ * One `serve` process per SQLite file. The server holds an exclusive SQLite lock on `<database>.lock`, a file of its
+ * own beside the database, for as long as it runs: a second server on the same file finds it taken and refuses to
+ * start. The lock is the operating system's (SQLite's POSIX advisory locks): it goes with the process, a crash or
+ * SIGKILL included, so it never outlives its holder. The database itself is not locked: `keys`, `backup` and the
+ * server's own connections work beside it as before.
  */
 import { Database } from "bun:sqlite"
 import { Effect, type Scope } from "effect"

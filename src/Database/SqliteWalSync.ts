@@ -8,8 +8,8 @@
  * As durable as `synchronous = FULL`: a frame is acknowledged only after a sync that started after it was written. A
  * checkpoint keeps its own syncs under NORMAL (the WAL before, the database after), so an acknowledged frame that a
  * checkpoint moved is on disk in the database, and the WAL is only overwritten from its start after such a checkpoint.
- * The WAL file's identity is checked at each sync all the same, and the directory is synced whenever the file is opened,
- * so that a WAL created meanwhile is itself on disk.
+ * The WAL file's identity is checked at each sync all the same, and the directory is synced whenever the file is
+ * opened, so that a WAL created meanwhile is itself on disk.
  *
  * A descriptor is never closed while a sync runs on it (a descriptor closed then could fail the sync, or be reused by
  * another file that the sync would then flush instead): a WAL replaced on its path has its old descriptor closed once

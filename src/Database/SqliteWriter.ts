@@ -6,8 +6,8 @@
  *
  * Group commit: the units handed over in one turn of the event loop run in one transaction, each in a savepoint of its
  * own, so that a unit that throws is rolled back and fails alone. One COMMIT for all of them, and each unit succeeds
- * only once that commit is on disk (`SqliteWalSync.ts`): a 201 is never sent for a row that a crash could lose. A commit
- * (or its sync) that fails fails all of its units (a unit that failed on its own keeps its own failure).
+ * only once that commit is on disk (`SqliteWalSync.ts`): a 201 is never sent for a row that a crash could lose. A
+ * commit (or its sync) that fails fails all of its units (a unit that failed on its own keeps its own failure).
  *
  * A unit that goes on asynchronously (a transaction's body that waits, `Statements.ts`) holds the transaction open
  * until it ends, up to its deadline; the units handed over meanwhile wait for the next commit.

@@ -46,7 +46,7 @@ export interface ObservabilityHooks {
   readonly observeRequest: (request: RequestStart) => RequestObservation
   /** Times a statement `@effect/sql` runs (it makes the span). */
   readonly observeStatement: <A, E, R>(statement: Statement, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** Runs a statement of a synchronous driver (`bun:sqlite`) as `Effect.try` does, timed, spanned in a sampled trace. */
+  /** Runs a statement of a synchronous driver (`bun:sqlite`) as `Effect.try` does, timed, a span in a sampled trace. */
   readonly runStatement: <A, E>(
     statement: Statement,
     run: () => A,

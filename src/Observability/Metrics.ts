@@ -28,7 +28,7 @@ export const memo = <K, V>(make: (key: K) => V) => {
   }
 }
 
-/** Buckets from 1 ms to 10 s for requests (the semantic conventions', with two finer ones below 5 ms), 0.1 ms to 5 s. */
+/** Buckets from 1 ms to 10 s for requests (the semantic conventions', two finer ones below 5 ms), 0.1 ms to 5 s. */
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
 const STATEMENT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 const requestDuration = MetricKey.histogram(
@@ -125,8 +125,8 @@ export const addPool = (pool: PoolState, max: number) => {
 }
 
 /**
- * Adds the span exporter's counts (`OtlpSpanCounts.ts`, plain numbers) to their metrics at each refresh, from 0 at once;
- * returns the stop, which adds the last of them and takes the exporter's queue out of the gauge.
+ * Adds the span exporter's counts (`OtlpSpanCounts.ts`, plain numbers) to their metrics at each refresh, from 0 at
+ * once; returns the stop, which adds the last of them and takes the exporter's queue out of the gauge.
  */
 export const addSpanCounts = (counts: SpanCounts) => {
   let exported = 0

@@ -77,8 +77,8 @@ const exporter = (options: OtlpOptions, version: string) => {
 const NO_ENVIRONMENT = ConfigProvider.fromMap(new Map())
 
 /**
- * The sampling tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes, and then its span
- * counts are read a last time.
+ * The sampling tracer, exporting to `tracesUrl`; its exporter's last flush runs when the scope closes, and then its
+ * span counts are read a last time.
  */
 export const makeOtlpTracer = (options: OtlpOptions, version: string) =>
   Effect.gen(function*() {

@@ -1,7 +1,7 @@
 /**
- * `OtlpSerialization` for `http/protobuf` with a faster traces encoder: it writes the bytes the library's encoder writes
- * (a test compares them) for the `TracesData` the library's `OtlpTracer` builds, into one growing buffer, where the
- * library's makes an array for every field and copies it into its parent. Metrics and logs stay the library's. Kept
+ * `OtlpSerialization` for `http/protobuf` with a faster traces encoder: it writes the bytes the library's encoder
+ * writes (a test compares them) for the `TracesData` the library's `OtlpTracer` builds, into one growing buffer, where
+ * the library's makes an array for every field and copies it into its parent. Metrics and logs stay the library's. Kept
  * because it pays more than 10 % of a traced get one's main-thread CPU (`npm run bench:cpu`).
  */
 import type { AnyValue, KeyValue, Resource } from "@effect/opentelemetry/OtlpResource"
@@ -107,7 +107,7 @@ const keyValues = (out: Output, field: number, attributes: ReadonlyArray<KeyValu
 
 type Attributes = ReadonlyArray<KeyValue>
 
-/** A span as the library's tracer hands it over (its OTLP/JSON shape), less its dropped counts: always 0, not written. */
+/** A span as the library's tracer hands it over (its OTLP/JSON shape), less its dropped counts (0, never written). */
 interface Span {
   readonly traceId: string
   readonly spanId: string

@@ -10,7 +10,7 @@ const reasonOf = (cause: unknown): string | undefined => {
   return typeof code === "string" ? code : typeof message === "string" ? message : undefined
 }
 
-/** Asks the server listening on `host` (a wildcard address on loopback) for /healthz; prints `ok` when it answers 200. */
+/** Asks the server listening on `host` (a wildcard address: on loopback) for /healthz; prints `ok` on a 200. */
 export const askHealth = (host: string, port: number) => {
   const target = host === "" || host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host
   const url = `http://${target.includes(":") ? `[${target}]` : target}:${port}/healthz`

@@ -1,8 +1,8 @@
 /**
- * Serving, or draining after SIGTERM/SIGINT: readiness answers 503 while the listener still serves for `SHUTDOWN_DELAY`,
- * then it stops accepting and the requests in flight are completed. Responses that last (the change feed's event
- * streams) end when it stops accepting, so that their clients reconnect to another replica and the drain does not wait
- * for them.
+ * Serving, or draining after SIGTERM/SIGINT: readiness answers 503 while the listener still serves for
+ * `SHUTDOWN_DELAY`, then it stops accepting and the requests in flight are completed. Responses that last (the change
+ * feed's event streams) end when it stops accepting, so that their clients reconnect to another replica and the drain
+ * does not wait for them.
  */
 import { Deferred, Effect, Metric, Ref } from "effect"
 

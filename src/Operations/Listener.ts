@@ -97,9 +97,9 @@ export const docsUrl = (listening: URL, host: string): string => {
 }
 
 /**
- * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503, it keeps serving for `shutdownDelay`,
- * stops accepting, lets the requests in flight finish (up to `shutdownTimeout`), and only then do the layers below it,
- * the database among them, close.
+ * Bun's listener. On interruption (SIGTERM/SIGINT) it drains: readiness turns 503, it keeps serving for
+ * `shutdownDelay`, stops accepting, lets the requests in flight finish (up to `shutdownTimeout`), and only then do the
+ * layers below it, the database among them, close.
  */
 export const ListenerLive = (options: ListenOptions) =>
   Layer.scopedDiscard(Effect.gen(function*() {

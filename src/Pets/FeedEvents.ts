@@ -189,7 +189,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
       Runtime.runFork(runtime)(Effect.zipRight(SubscriptionRef.set(openCount, opens.size), unfollowWhenNoneOpen))
     }
 
-    /** Writes what the stream missed, from the table up to `from`; then what came meanwhile, and the rest as it comes. */
+    /** Writes what the stream missed, from the table up to `from`, then what came meanwhile and what comes. */
     const catchUp = (open: Open, from: number) =>
       Effect.gen(function*() {
         while (open.last < from && !open.closed) {

@@ -5,9 +5,9 @@
  * exact across replicas (no lease, no approximation), at the cost of one statement per rate-limited request. Times are
  * the database server's clock, so replicas whose clocks disagree still share one window.
  *
- * `fixedWindow` keeps the in-memory store's semantics: each admitted request moves the counter's expiry `window / limit`
- * later, a refused one does not; when the expiry has passed, the counter starts again from zero. (A refused request is
- * still counted, which only keeps the counter over the limit until the same expiry.)
+ * `fixedWindow` keeps the in-memory store's semantics: each admitted request moves the counter's expiry
+ * `window / limit` later, a refused one does not; when the expiry has passed, the counter starts again from zero. (A
+ * refused request is still counted, which only keeps the counter over the limit until the same expiry.)
  *
  * Counters whose window has ended are removed in the background (`Pruning.ts`).
  */

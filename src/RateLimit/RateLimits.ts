@@ -8,7 +8,7 @@
  *     RateLimit-Policy: "default";q=100;w=60      the policy: q requests per window of w seconds
  *     RateLimit: "default";r=42;t=17              what is left of it: r requests, all of it back in t seconds
  *
- * Both fields are Structured Field Lists (RFC 9651) of one item, the policy's name as a String, with Integer parameters.
+ * Both fields are Structured Field Lists (RFC 9651) of one item: the policy's name as a String, Integer parameters.
  */
 import { RateLimiter } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
@@ -76,8 +76,8 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimit/RateLimi
     const policyHeader = `"default";q=${limit};w=${windowSeconds}`
     return {
       /**
-       * Counts one request of this API key, then succeeds with `value`: 429 past the quota, 503 when the shared counters
-       * cannot be reached.
+       * Counts one request of this API key, then succeeds with `value`: 429 past the quota, 503 when the shared
+       * counters cannot be reached.
        */
       consume: <A>(keyId: string, value: A) =>
         Effect.matchEffect(limiter.consume({ ...options, key: keyId }), {

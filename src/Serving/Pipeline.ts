@@ -160,8 +160,8 @@ type Interruption = "deadline" | "client gone" | undefined
 /**
  * The pipeline over the routes, on the given runtime (its logger, its services), its waiting fibers in `fibers` (the
  * server's scope closes it, interrupting them; `closing` says when it has begun to). A client that goes away interrupts
- * the request's fiber; past `requestTimeout` (past the time its endpoint holds a request by design, a long poll's) it is
- * interrupted and answered 503.
+ * the request's fiber; past `requestTimeout` (past the time its endpoint holds a request by design, a long poll's) it
+ * is interrupted and answered 503.
  */
 export const makePipeline = (
   runtime: Runtime.Runtime<never>,

@@ -158,7 +158,7 @@ export const makeServer = (options: {
 
   // Bun's native routes only bring a request here sooner: the route table still matches it, by its one rule.
   const routes = Object.fromEntries(table.bunPaths.map((path) => [path, answer]))
-  /** The longest an endpoint holds a request by design (a long poll): a connection's idle timeout leaves room for it. */
+  /** The longest an endpoint holds a request by design (a long poll): a connection's idle timeout is past it. */
   const longestHold = Duration.millis(Math.max(0, ...options.endpoints.map((route) => route.holdMillis)))
   return Object.assign(answer, { routes, longestHold })
 }
