@@ -16,7 +16,8 @@
  * (bench/peers/check.ts), and the report reads petstore's floors against the better of them. Loopback only. Prints a
  * table and writes JSON and Markdown under bench/results/.
  *
- * Environment: BENCH_DURATION (seconds per run, 3), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
+ * Environment: BENCH_DURATION (seconds per run, 3), BENCH_WARM (seconds of each scenario's load after each start, 1),
+ * BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
  * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
  * list of scenario names to run, e.g. "create" or "list 20,filtered list, deep cursor" — a comma and a space belong to a
  * name; all by default; the feature variants run on those of their scenarios),
@@ -67,6 +68,8 @@ const PEERS: ReadonlyArray<"hono" | "elysia"> = process.env.BENCH_PEERS === "0" 
 const FLOORS: Record<string, number> = { "list 20": 0.9, "filtered list, deep cursor": 0.9, "get one": 0.8 }
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 3)
+/** Seconds of each scenario's load a server takes after each start, before its runs are measured. */
+const WARM = Number(process.env.BENCH_WARM ?? 1)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const PETS = Number(process.env.BENCH_PETS ?? 10_000)
@@ -567,7 +570,7 @@ const main = async () => {
       log(`round ${round} of ${ROUNDS}: new processes, warmed up`)
       for (const slot of all) {
         if (round > 1) await restart(slot)
-        for (const scenario of scenariosOf(slot)) load(slot, scenario, 1)
+        for (const scenario of scenariosOf(slot)) load(slot, scenario, WARM)
       }
       for (const scenario of SCENARIOS) {
         const runs = all.filter((slot) => scenariosOf(slot).includes(scenario)).map((slot) => () => {
@@ -764,7 +767,7 @@ const main = async () => {
       memoryGb: Math.round(totalmem() / 2 ** 30),
       bun: Bun.version,
       wrk:
-        `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, every server started again each round, medians`,
+        `wrk -t1 -c${CONNECTIONS} -d${DURATION}s, ${ROUNDS} rounds, each scenario's runs back to back in an order reversed every round, every server started again each round and warmed with ${WARM} s of each scenario, medians`,
       fsyncMs: { before: fsyncBefore, after: fsyncAfter },
       baselineKeyRecheckMs: KEY_RECHECK_MS
     }
