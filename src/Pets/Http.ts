@@ -9,7 +9,7 @@ import { BASE_PATH, type GroupHandlers } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { feedPositionGone, petNotFound } from "../Domain/Errors.js"
 import { FEED_POSITION_HEADER, formatPosition, resumeFrom, WAIT_DEFAULT } from "../Domain/Feed.js"
-import { LIMIT_DEFAULT } from "../Domain/Pet.js"
+import { LIMIT_DEFAULT, type Pet } from "../Domain/Pet.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import * as ServerSentEvents from "../ServerSentEvents.js"
 import { orUnavailable } from "../Unavailable.js"
@@ -20,6 +20,8 @@ import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
 import { PetsRepo } from "./Repo.js"
 
 const PETS_PATH = `${BASE_PATH}/pets`
+/** Where a created pet is (`Location`). */
+const locationOf = (pet: Pet) => `${PETS_PATH}/${pet.id}`
 
 /** The pets group's registration: `HttpApiBuilder.group(ServedApi, "pets", registerPets)`. */
 export const registerPets = (handlers: GroupHandlers<"pets">) =>
@@ -51,7 +53,7 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
         if (key === undefined) {
           return Effect.flatMap(
             orUnavailable(repo.create(payload)),
-            (pet) => Effect.as(addResponseHeaders({ location: `${PETS_PATH}/${pet.id}` }), pet)
+            (pet) => Effect.as(addResponseHeaders({ location: locationOf(pet) }), pet)
           )
         }
         return Effect.gen(function*() {
@@ -62,7 +64,7 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
               () => addResponseHeaders({ "retry-after": String(RETRY_AFTER_IN_USE_SECONDS) })
             )
           )
-          const location = `${PETS_PATH}/${pet.id}`
+          const location = locationOf(pet)
           yield* addResponseHeaders(_tag === "Created" ? { location } : { location, "idempotent-replayed": "true" })
           return pet
         })
