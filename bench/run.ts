@@ -17,10 +17,10 @@
  * table and writes JSON and Markdown under bench/results/.
  *
  * Environment: BENCH_DURATION (seconds per run, 3), BENCH_WARM (seconds of each scenario's load after each start, 1),
- * BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000),
- * BENCH_SCALE (the sizes of the growth test, "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated
- * list of scenario names to run, e.g. "create" or "list 20,filtered list, deep cursor" — a comma and a space belong to a
- * name; all by default; the feature variants run on those of their scenarios),
+ * BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_PETS (10000), BENCH_SCALE (the sizes of the growth test,
+ * "1000,1000000"; empty to skip), BENCH_SKIP_BUILD=1, BENCH_ONLY (a comma-separated list of scenario names to run, e.g.
+ * "create" or "list 20,filtered list, deep cursor" — a comma and a space belong to a name; all by default; the feature
+ * variants run on those of their scenarios),
  * BENCH_PREVIOUS (a previous build's executable), BENCH_PREVIOUS_REF (a git ref to build the previous build from),
  * BENCH_PEERS=0 (no peers), BASELINE_KEY_RECHECK_MS (passed on to raw and the peers: `bench/baseline.ts`).
  * The change feed's rows come last, from `bench/feed.ts` run as a child process (its own environment, BENCH_FEED_*);
