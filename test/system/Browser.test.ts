@@ -50,6 +50,7 @@ afterAll(async () => {
 const catalogue = async (env: Record<string, string> = {}) => {
   const database = join(scratchDirectory(), "petstore.db")
   const { key } = createKey(database)
+  /** `names`: what the page must show, in order: every pet created, once. */
   const state = { server: await startPetstore({ database, env }), names: [] as Array<string> }
   const create = async (origin: string, count: number) => {
     for (let i = 0; i < count; i++) {
@@ -59,8 +60,10 @@ const catalogue = async (env: Record<string, string> = {}) => {
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({ name, categoryId: 1 })
       })
-      expect(response.status, await response.text()).toBe(201)
-      state.names.push(`${name} #${state.names.length + 1}`)
+      const text = await response.text()
+      expect(response.status, text).toBe(201)
+      // What the page shows of it.
+      state.names.push(`${name} #${JSON.parse(text).id}`)
     }
   }
   return {
@@ -95,7 +98,7 @@ const shown = async (page: Page, count: number) => {
   }
 }
 
-/** What a failure should show: what the page logged. */
+/** The page shows exactly `expected` (a failure says what the page logged). */
 const expectShown = async (page: Page, expected: ReadonlyArray<string>) =>
   expect(await shown(page, expected.length), page.log()).toEqual(expected)
 
@@ -189,10 +192,15 @@ describeIf("a web page follows the feed with EventSource through the Caddy recip
     await pets.create(2)
     const pageRoot = mkdtempSync(join(tmpdir(), "petstore-page-"))
     cleanups.push(() => rmSync(pageRoot, { recursive: true, force: true }))
-    // The fetch page, its loop from `let last` the EventSource one, as docs/feed.md says.
-    const html = replaceOnce(fenced("html"), /let last = [\s\S]*(?=<\/script>)/, fenced("js"))
+    // The fetch page without its API and KEY, its loop from `let last` the EventSource one, as docs/feed.md says.
+    let html = replaceOnce(fenced("html"), /let last = [\s\S]*(?=<\/script>)/, fenced("js"))
+    html = replaceOnce(replaceOnce(html, /^const API = .*\n/m, ""), /^const KEY = .*\n/m, "")
     writeFileSync(join(pageRoot, "index.html"), html)
     const site = await startCaddy({ upstream: new URL(pets.state.server.origin).host, key: pets.key, pageRoot })
+    // The proxy passes on the feed alone: the rest of the API is not reached with its key.
+    const create = await fetch(`${site}/v1/pets`, { method: "POST", body: "{}" })
+    expect(create.status).toBe(404)
+    expect(html).not.toContain(pets.key)
     const page = await browse(`${site}/`)
     await expectShown(page, pets.state.names)
     await pets.create(2)
