@@ -2,7 +2,7 @@
  * The stop grace petstore ships covers a drain with the default settings (`SHUTDOWN_DELAY` + `SHUTDOWN_TIMEOUT`, as
  * `src/Config.ts` defaults them): `stop_grace_period` of each petstore service in `compose.yaml` (Compose's own
  * default, 10 s, when unset) and `TimeoutStopSec` in `ops/petstore.service`. Shorter, a stop kills the process
- * mid-drain.
+ * mid-drain. The figure docs/operations.md gives is theirs.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect } from "effect"
@@ -47,5 +47,13 @@ describe("the stop grace", () => {
       const drain = yield* defaultDrain
       const grace = parse(/^TimeoutStopSec=(.*)$/m.exec(read("ops/petstore.service"))?.[1] ?? "")
       expect(Duration.greaterThanOrEqualTo(grace, drain), Duration.format(grace)).toBe(true)
+    }))
+
+  it.effect("docs/operations.md gives the default drain's figure", () =>
+    Effect.gen(function*() {
+      const seconds = Duration.toSeconds(yield* defaultDrain)
+      expect(read("docs/operations.md")).toContain(
+        `\`SHUTDOWN_DELAY\` + \`SHUTDOWN_TIMEOUT\` (${seconds} s with the defaults)`
+      )
     }))
 })
