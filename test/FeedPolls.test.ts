@@ -6,7 +6,7 @@
  * stands still unless moved: a poll that answers has answered for what the test did, not for its wait.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Option, TestClock } from "effect"
+import { Context, Effect, Exit, Fiber, Option, Scope, Supervisor, TestClock } from "effect"
 import { ApiKeys, keyIdOf } from "../src/Auth/ApiKeys.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
 import { type FeedChange, PetsFeed } from "../src/Pets/Feed.js"
@@ -168,6 +168,24 @@ describeBackends((backend: Backend) => {
         expect((yield* app.fetch(`/v1/pets/changes?after=${page.next}&wait=0`, auth(app.key))).status).toBe(500)
         // ...and a filter that passes over it goes on.
         expect(idsOf(yield* changes(app, `after=${page.next}&status=sold`))).toEqual([c.id])
+      }))
+
+    it.scoped("every fiber the feed and its polls start ends when the application's scope closes", () =>
+      Effect.gen(function*() {
+        const supervisor = yield* Supervisor.track
+        const scope = yield* Scope.make()
+        const app = yield* Scope.extend(appWith(backend), scope).pipe(Effect.supervised(supervisor))
+        yield* Scope.extend(Context.get(app.context, PetsFeed).join({ deliver: () => true, dropped: () => {} }), scope)
+        const poll = yield* Effect.fork(app.fetch("/v1/pets/changes?wait=25", auth(app.key)))
+        yield* settle
+        yield* create(app, "a")
+        yield* answered(poll)
+        yield* Effect.fork(app.fetch("/v1/pets/changes?status=sold&wait=25", auth(app.key)))
+        yield* settle
+        const started = yield* supervisor.value
+        expect(started.length).toBeGreaterThan(0)
+        yield* Scope.close(scope, Exit.void)
+        for (const fiber of started) expect(Option.isSome(yield* Fiber.poll(fiber)), String(fiber.id())).toBe(true)
       }))
   })
 })
