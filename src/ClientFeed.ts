@@ -22,7 +22,7 @@ export type Change = typeof ChangeSchema.Type
 export interface ChangesOptions {
   /**
    * Where to start: a position (a change's, or a list page's `position`), `start` (from the first pet) or `now` (the
-   * default: the pets added after the service answers the first poll, one that does not wait).
+   * default: the pets added after the first answer it receives, to a first poll that does not wait).
    */
   readonly after?: string | undefined
   /** Only the pets with this status (the stream still moves past the others). */
