@@ -104,7 +104,7 @@ const EXAMPLES: Record<string, Record<string, { readonly code: string; readonly 
     422: idempotencyKeyReused()
   },
   listPetChanges: {
-    400: { code: "invalid_query", message: "Invalid query parameter 'wait': must be an integer from 1 to 25" },
+    400: { code: "invalid_query", message: "Invalid query parameter 'wait': must be an integer from 0 to 25" },
     410: feedPositionGone()
   },
   getPet: {

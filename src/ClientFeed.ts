@@ -10,10 +10,10 @@ import {
   HttpClientError,
   type HttpClientResponse
 } from "@effect/platform"
-import { Chunk, Clock, Duration, Effect, Option, type ParseResult, Schedule, Stream } from "effect"
+import { Chunk, Clock, Duration, Effect, Option, type ParseResult, Schedule, Schema, Stream } from "effect"
 import { Api } from "./Api.js"
 import type * as Errors from "./Domain/Errors.js"
-import { type Change as ChangeSchema, WAIT_MAX } from "./Domain/Feed.js"
+import { type Change as ChangeSchema, ChangesQuery, WAIT_MAX } from "./Domain/Feed.js"
 import type { PetStatus } from "./Domain/Pet.js"
 
 /** A pet added to the catalogue, at its position in the feed: `changes({ after: position })` resumes after it. */
@@ -22,12 +22,12 @@ export type Change = typeof ChangeSchema.Type
 export interface ChangesOptions {
   /**
    * Where to start: a position (a change's, or a list page's `position`), `start` (from the first pet) or `now` (the
-   * default: the pets added after the first poll reaches the service).
+   * default: the pets added after the first answer it receives, to a first poll that does not wait).
    */
   readonly after?: string | undefined
   /** Only the pets with this status (the stream still moves past the others). */
   readonly status?: PetStatus | undefined
-  /** Seconds a poll waits for a change, 1 to 25; by default the service's (20). */
+  /** Seconds a poll waits for a change, 0 to 25; by default the service's (20). */
   readonly wait?: number | undefined
 }
 
@@ -116,17 +116,19 @@ export const makeChanges = (client: HttpClient.HttpClient, baseUrl: string) =>
       baseUrl
     }),
     (poll) => (options: ChangesOptions = {}): Stream.Stream<Change, ChangesError> => {
-      const filter = {
-        ...(options.status === undefined ? {} : { status: options.status }),
-        ...(options.wait === undefined ? {} : { wait: options.wait })
-      }
-      return Stream.paginateChunkEffect(options.after ?? "now", (after) =>
-        poll({ urlParams: { ...filter, after }, headers: {} }).pipe(
+      const status = options.status === undefined ? {} : { status: options.status }
+      const wait = options.wait === undefined ? {} : { wait: options.wait }
+      // `now` is resolved by a poll that answers at once (`wait=0`): every poll that waits, and every retry of one
+      // whose answer was lost, is sent from a position, so a lost answer never skips the pets it held.
+      const pages = Stream.paginateChunkEffect(options.after ?? "now", (after) =>
+        poll({ urlParams: { ...status, ...(after === "now" ? { wait: 0 } : wait), after }, headers: {} }).pipe(
           // `following` retries these without end: they never reach here. A poll is no event stream: never too many.
           Effect.catchTags({ RateLimited: Effect.die, Unavailable: Effect.die, TooManyStreams: Effect.die }),
           Effect.map((page) =>
             [Chunk.unsafeFromArray(page.changes), Option.some(page.next)] as const
           )
         ))
+      // The wait asked is refused before any poll, though the first may not send it.
+      return Stream.unwrap(Effect.as(Schema.encode(ChangesQuery)({ ...status, ...wait }), pages))
     }
   )

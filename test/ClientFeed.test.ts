@@ -25,11 +25,12 @@ const errorAnswer = (status: number, code: string, headers: Record<string, strin
  * is recorded, with what became of it.
  */
 const faulty = (fetch: Fetch, script: Array<Fault>) => {
-  const polls: Array<{ readonly after: string | null; readonly fault: Fault }> = []
+  const polls: Array<{ readonly after: string | null; readonly wait: string | null; readonly fault: Fault }> = []
   const wrapped: Fetch = async (path, init) => {
     if (!path.startsWith("/v1/pets/changes")) return fetch(path, init)
     const fault = script.shift() ?? "pass"
-    polls.push({ after: new URL(path, ORIGIN).searchParams.get("after"), fault })
+    const { searchParams } = new URL(path, ORIGIN)
+    polls.push({ after: searchParams.get("after"), wait: searchParams.get("wait"), fault })
     switch (fault) {
       case "pass":
         return fetch(path, init)
@@ -157,6 +158,25 @@ describeBackends((backend: Backend) => {
           if (poll.fault !== "pass") expect(polls[i + 1].after, `after poll ${i} (${poll.fault})`).toBe(poll.after)
         })
         expect(polls[0].after).toBe("start")
+      }))
+
+    it.scopedLive("`now` is resolved by a poll that does not wait: a first answer lost skips no pet a later poll waits for", () =>
+      Effect.gen(function*() {
+        const { create, follow, network } = yield* setUp(["lost"])
+        const take = yield* follow({ wait: 1 })
+        // Once a poll that waits has reached the service, a pet is created: the answer it is in must not be lost.
+        while (!network.polls.some((poll) => poll.wait !== "0")) yield* settle
+        yield* settle
+        const a = yield* create("a")
+        const b = yield* create("b")
+        // Only `b` comes once `a` is skipped: the take is bounded, to fail rather than hang.
+        expect(petsOf(yield* take(2).pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "only one" }))))
+          .toEqual([a, b])
+        const { polls } = network
+        expect(polls[0]).toEqual({ after: "now", wait: "0", fault: "lost" })
+        // `now` was sent only by polls that answer at once; every poll that waits was sent from a position.
+        for (const poll of polls) if (poll.after === "now") expect(poll.wait).toBe("0")
+        expect(polls.filter((poll) => poll.wait === "1").every((poll) => poll.after !== "now")).toBe(true)
       }))
 
     it.scopedLive("ends with FeedPositionGone for a position of another feed, or none, without retrying", () =>

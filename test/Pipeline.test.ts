@@ -110,6 +110,7 @@ const casesFor = (key: string, revokedKey: string): ReadonlyArray<readonly [stri
     ["/v1/pets/changes?after=start&status=sold&limit=1", { headers: auth }],
     ["/v1/pets/changes?after=nowhere.1", { headers: auth }],
     ["/v1/pets/changes?wait=0", { headers: auth }],
+    ["/v1/pets/changes?wait=26", { headers: auth }],
     ["/v1/pets/changes"],
     ["/v1/pets", { method: "OPTIONS", headers: auth }],
     ["/v1/pets/1", { method: "PATCH", headers: auth }]

@@ -26,6 +26,9 @@ const refuse = (message?: string) =>
     Effect.fail(unauthorized(message))
   )
 
+/** The 401 of a key that is not (or no longer) valid. */
+export const refuseInvalidKey = refuse("The API key is not valid.")
+
 export const AuthorizationLive = Layer.effect(
   Authorization,
   Effect.gen(function*() {
@@ -53,7 +56,7 @@ export const AuthorizationLive = Layer.effect(
       const key = token === Redacted.value(credential) ? credential : Redacted.make(token)
       return Effect.matchEffect(keys.authenticate(key), {
         onFailure: orUnavailableError,
-        onSuccess: (found) => Option.isNone(found) ? refuse("The API key is not valid.") : passed(context, found.value)
+        onSuccess: (found) => Option.isNone(found) ? refuseInvalidKey : passed(context, found.value)
       })
     }
     return {

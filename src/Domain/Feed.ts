@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { IntBetweenFromString, Limit, Pet, PetId, PetStatus } from "./Pet.js"
 
-export const WAIT_MIN = 1
+export const WAIT_MIN = 0
 export const WAIT_MAX = 25
 export const WAIT_DEFAULT = 20
 
@@ -25,7 +25,7 @@ export const Wait = IntBetweenFromString(
   WAIT_MIN,
   WAIT_MAX,
   WAIT_DEFAULT,
-  "Seconds to wait for a change before answering an empty page"
+  "Seconds to wait for a change before answering an empty page; 0 answers at once"
 )
 
 /** The header an `EventSource` resumes with: the id of the last event it received, a position. */

@@ -153,12 +153,22 @@ export const PositiveIntFromString = Schema.transformOrFail(Schema.String, Schem
   encode: (value) => ParseResult.succeed(String(value))
 })
 
+/** A decimal integer from 0 in a URL (no sign, no leading zeros): the bounds are the caller's. */
+const DecimalFromString = Schema.transformOrFail(Schema.String, Schema.Number, {
+  strict: true,
+  decode: (text, _, ast) =>
+    /^(0|[1-9][0-9]{0,15})$/.test(text)
+      ? ParseResult.succeed(Number(text))
+      : ParseResult.fail(new ParseResult.Type(ast, text, "must be an integer")),
+  encode: (value) => ParseResult.succeed(String(value))
+})
+
 /**
  * A query parameter that is an integer from `min` to `max` (`fallback` when absent, as the handler applies it): one
  * message for every value refused, below and above alike.
  */
 export const IntBetweenFromString = (min: number, max: number, fallback: number, description: string) =>
-  PositiveIntFromString.pipe(Schema.compose(Schema.Int.pipe(Schema.between(min, max)))).annotations({
+  DecimalFromString.pipe(Schema.compose(Schema.Int.pipe(Schema.between(min, max)))).annotations({
     message: () => ({ message: `must be an integer from ${min} to ${max}`, override: true }),
     jsonSchema: {
       type: "integer",

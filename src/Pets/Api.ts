@@ -15,7 +15,7 @@ import {
   UnavailableResponse,
   UnsupportedMediaTypeResponse
 } from "../Domain/Errors.js"
-import { Changes, ChangesHeaders, ChangesQuery, WAIT_DEFAULT, WAIT_MAX } from "../Domain/Feed.js"
+import { Changes, ChangesHeaders, ChangesQuery, WAIT_DEFAULT, WAIT_MAX, WAIT_MIN } from "../Domain/Feed.js"
 import { CreatePetHeaders } from "../Domain/Idempotency.js"
 import { LongPoll } from "../Domain/LongPoll.js"
 import { ListPetsQuery, NewPet, Pet, PetIdFromString, Pets } from "../Domain/Pet.js"
@@ -81,7 +81,7 @@ export class PetsApi extends HttpApiGroup.make("pets", { topLevel: true })
           "5 seconds; `EventSource` resumes by itself (`Last-Event-ID`). A position the feed cannot " +
           "resume from is an `event: reset` (data: the 410 error), then the stream ends.\n\n" +
           "Otherwise a long poll: a page answered as soon as an animal is there, or empty after `wait` seconds " +
-          `(default ${WAIT_DEFAULT}, at most ${WAIT_MAX}); resume with the page's ` +
+          `in all (default ${WAIT_DEFAULT}, at most ${WAIT_MAX}, ${WAIT_MIN}: at once); resume with the page's ` +
           "`next`. A position the feed cannot resume from is a 410 `feed_position_gone`."
       )
   )

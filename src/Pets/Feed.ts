@@ -9,14 +9,14 @@
  * every CHECK_EVERY in case a notification was missed. A follower joins between two reads and is handed every change
  * read after it joined, synchronously, as a read's changes come; what was committed before (from its own position up
  * to where the process's reads stood when it joined) it reads from the table itself (`changesAfter`). Nothing is
- * skipped and nothing comes twice. A follower that cannot take what it is handed (its client does not read) is
- * dropped, and told so.
+ * skipped and nothing comes twice. A follower that cannot take what it is handed (its client does not read), or that
+ * throws, is dropped, and told so; the others are handed every change all the same. The long poll is `FeedPolls.ts`.
  */
 import type { SqlError } from "@effect/sql"
-import { type Chunk, Duration, Effect, Option, Queue, Schedule, type Scope, Stream, SubscriptionRef } from "effect"
+import { Duration, Effect, Option, Queue, Schedule, type Scope, Stream, SubscriptionRef } from "effect"
 import { FEED_CHANNEL, Notifications } from "../Database/Notifications.js"
 import { statement, Statements } from "../Database/Statements.js"
-import type { Pet, PetStatus } from "../Domain/Pet.js"
+import type { Pet } from "../Domain/Pet.js"
 
 /** Where the change feed ends: the database's feed id and the last committed position (0: no pet yet). */
 export interface FeedEnd {
@@ -29,28 +29,19 @@ export interface FeedChange {
   readonly pet: Pet
 }
 
-/** Pets created after a position, in commit order. */
-interface FeedPage {
-  readonly changes: ReadonlyArray<FeedChange>
-  /** Past every pet read, matching the filter or not. */
-  readonly next: number
-}
-
-/** How many pets a feed read takes at a time; a filtered long poll scans at most SCAN_MAX per request. */
-const BATCH = 100
-const SCAN_MAX = 1_000
-/** How many changes a long poll may have waiting (it takes them as they come). */
-const POLL_QUEUE = 1_000
+/** How many pets a feed read takes at a time. */
+export const BATCH = 100
 /** How often a process that has followers looks for changes without a wake-up (one missed, or none to come). */
 const CHECK_EVERY = Duration.seconds(1)
 
 /**
  * A follower of the feed: handed the changes read after it joined, in commit order, as they are read. `deliver` is
- * false when it cannot take them: it is then dropped, and `dropped` is called.
+ * false when it cannot take them: it is then dropped, and `dropped` is called. One whose `deliver` throws is dropped
+ * too, and `dropped` is given what it threw (logged): the others are handed the same changes all the same.
  */
 export interface Follower {
   readonly deliver: (changes: ReadonlyArray<FeedChange>) => boolean
-  readonly dropped: () => void
+  readonly dropped: (defect?: unknown) => void
 }
 
 export interface FeedRow {
@@ -105,20 +96,39 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
     let published: FeedEnd | undefined
     const following = yield* SubscriptionRef.make(0)
 
-    /** Reads the changes past `published` and hands them to every follower; one that cannot take them is dropped. */
+    /** Hands changes to every follower: one that cannot take them, or throws, is dropped (and told); none is skipped. */
+    const deliver = (changes: ReadonlyArray<FeedChange>) =>
+      Effect.suspend(() => {
+        const failures: Array<unknown> = []
+        const drop = (follower: Follower, ...defect: [] | [unknown]) => {
+          followers.delete(follower)
+          try {
+            follower.dropped(...defect)
+          } catch (thrown) {
+            failures.push(thrown)
+          }
+        }
+        for (const follower of followers) {
+          try {
+            if (!follower.deliver(changes)) drop(follower)
+          } catch (defect) {
+            failures.push(defect)
+            drop(follower, defect)
+          }
+        }
+        return Effect.forEach(failures, (defect) => Effect.logError("a follower of the change feed failed", defect))
+      })
+
+    /**
+     * Reads the changes past `published` and hands them to every follower; `published` moves past them once they have
+     * been handed to all.
+     */
     const publish = lock.withPermits(1)(Effect.gen(function*() {
       while (published !== undefined) {
         const changes = yield* changesAfter(published.end)
         if (changes.length === 0) return
+        yield* deliver(changes)
         published = { database: published.database, end: changes.at(-1)!.position }
-        yield* Effect.sync(() => {
-          for (const follower of followers) {
-            if (!follower.deliver(changes)) {
-              followers.delete(follower)
-              follower.dropped()
-            }
-          }
-        })
         if (changes.length < BATCH) return
       }
     }))
@@ -178,61 +188,6 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
     /** Where the feed ends now. */
     const feedEnd: Effect.Effect<FeedEnd, SqlError.SqlError> = readEnd
 
-    /**
-     * A long poll: the pets after `after` (a position at most the feed's end) with the status, up to `limit`, as soon
-     * as one is there, or none once `millis` have passed; `next` advances past the pets that did not match meanwhile.
-     * A filtered poll answers, empty, once it has passed SCAN_MAX pets that do not match. `end`: the feed's end as
-     * the caller just read it.
-     */
-    const follow = (
-      after: number,
-      options: {
-        readonly limit: number
-        readonly status: PetStatus | undefined
-        readonly millis: number
-        readonly end: FeedEnd
-      }
-    ): Effect.Effect<FeedPage, SqlError.SqlError> =>
-      Effect.scoped(Effect.gen(function*() {
-        const queue = yield* Queue.dropping<FeedChange>(POLL_QUEUE)
-        let fellBehind = false
-        const from = yield* join({
-          deliver: (changes) => changes.every((change) => queue.unsafeOffer(change)),
-          dropped: () => fellBehind = true
-        }, options.end)
-        const changes: Array<FeedChange> = []
-        let next = after
-        let scanned = 0
-        /** Takes what came at once; true while the poll goes on. */
-        const take = (chunk: Iterable<FeedChange>) => {
-          for (const change of chunk) {
-            if (change.position <= next) continue
-            next = change.position
-            scanned++
-            if (options.status === undefined || change.pet.status === options.status) {
-              changes.push(change)
-              if (changes.length === options.limit) return false
-            }
-          }
-          return changes.length === 0 && scanned < SCAN_MAX
-        }
-        // What was committed before it joined, from the table; then what the process reads, as it comes.
-        while (next < from.end) {
-          const read = yield* changesAfter(next)
-          if (!take(read) || read.length < BATCH) return { changes, next }
-        }
-        const deadline = Effect.sleep(Duration.millis(Math.max(0, options.millis)))
-        const taken = Queue.takeBetween(queue, 1, POLL_QUEUE)
-        while (!fellBehind) {
-          const chunk: Option.Option<Chunk.Chunk<FeedChange>> = yield* Effect.raceFirst(
-            Effect.map(taken, Option.some),
-            Effect.as(deadline, Option.none())
-          )
-          if (Option.isNone(chunk) || !take(chunk.value)) break
-        }
-        return { changes, next }
-      }))
-
-    return { announce, feedEnd, changesAfter, join, follow }
+    return { announce, feedEnd, changesAfter, join }
   })
 }) {}

@@ -7,15 +7,15 @@ import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { BASE_PATH, type GroupHandlers } from "../Api.js"
 import { CurrentApiKey } from "../Auth/Api.js"
-import { feedPositionGone, petNotFound } from "../Domain/Errors.js"
-import { FEED_POSITION_HEADER, formatPosition, resumeFrom, WAIT_DEFAULT } from "../Domain/Feed.js"
+import { petNotFound } from "../Domain/Errors.js"
+import { FEED_POSITION_HEADER, formatPosition } from "../Domain/Feed.js"
 import { LIMIT_DEFAULT, type Pet } from "../Domain/Pet.js"
 import { addResponseHeaders } from "../ResponseHeaders.js"
 import * as ServerSentEvents from "../ServerSentEvents.js"
 import { orUnavailable } from "../Unavailable.js"
 import { DEPRECATED_SINCE, Deprecation, SUNSET } from "./Api.js"
-import { PetsFeed } from "./Feed.js"
 import { FeedEvents } from "./FeedEvents.js"
+import { FeedPolls } from "./FeedPolls.js"
 import { Idempotency, RETRY_AFTER_IN_USE_SECONDS } from "./Idempotency.js"
 import { PetsRepo } from "./Repo.js"
 
@@ -28,7 +28,7 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
   Effect.gen(function*() {
     const repo = yield* PetsRepo
     const idempotency = yield* Idempotency
-    const feed = yield* PetsFeed
+    const feedPolls = yield* FeedPolls
     const feedEvents = yield* FeedEvents
     return handlers
       // A read in two steps, the page then its headers (no generator: reads are the hot path).
@@ -80,22 +80,7 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
               ? ServerSentEvents.complete()
               : yield* feedEvents.stream(headers["last-event-id"] ?? urlParams.after ?? "now", urlParams.status)
           }
-          const end = yield* orUnavailable(feed.feedEnd)
-          const after = resumeFrom(urlParams.after ?? "now", end)
-          if (after === undefined) return yield* feedPositionGone()
-          const page = yield* orUnavailable(feed.follow(after, {
-            limit: urlParams.limit ?? LIMIT_DEFAULT,
-            status: urlParams.status,
-            millis: (urlParams.wait ?? WAIT_DEFAULT) * 1_000,
-            end
-          }))
-          return {
-            changes: page.changes.map(({ pet, position }) => ({
-              position: formatPosition(end.database, position),
-              pet
-            })),
-            next: formatPosition(end.database, page.next)
-          }
+          return yield* feedPolls.poll(urlParams)
         }))
       .handle("getPet", ({ path }) =>
         Effect.flatMap(
@@ -120,7 +105,7 @@ export const DeprecationLive = Layer.succeed(
  */
 export const PetsDependencies = Layer.mergeAll(
   Idempotency.Default,
-  PetsFeed.Default,
+  FeedPolls.Default,
   FeedEvents.Default,
   DeprecationLive
 )

@@ -9,6 +9,7 @@ import { ApiKeys } from "../../src/Auth/ApiKeys.js"
 import * as Sql from "../../src/Database/Sql.js"
 import { RoutesLive } from "../../src/Http.js"
 import { Lifecycle } from "../../src/Operations/Lifecycle.js"
+import { PetsFeed } from "../../src/Pets/Feed.js"
 import { PetsRepo } from "../../src/Pets/Repo.js"
 import { WebHandler, webHandlerFrom } from "../../src/Serving/WebHandler.js"
 import type { Backend } from "./backends.js"
@@ -36,7 +37,8 @@ export const appOnDatabase = <E>(
     })
     const config = Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
     const context = yield* Layer.build(
-      Layer.mergeAll(handler, ApiKeys.Default, PetsRepo.Default).pipe(
+      // The feed the handlers follow (one instance: layers are built once per build), for tests that join it.
+      Layer.mergeAll(handler, ApiKeys.Default, PetsRepo.Default, PetsFeed.Default).pipe(
         Layer.provideMerge(Lifecycle.Default),
         Layer.provideMerge(database),
         Layer.provide(config)
