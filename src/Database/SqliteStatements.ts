@@ -1,0 +1,115 @@
+/**
+ * The statements on a SQLite file, as `bun:sqlite` statements prepared once: the reads on the reading connection
+ * (`Sqlite.ts`), the writes as units of the group-commit writer (`SqliteWriter.ts`). The file keeps its own path because
+ * a read through `@effect/sql` (a statement compiled, a span and a semaphore per query) costs a request several times
+ * the CPU (`npm run bench:cpu`).
+ *
+ * A transaction's body is a unit of the writer: a body that ends synchronously (every repository's does) runs within
+ * the group commit, a savepoint among the others'. A body that waits (a sleep, a spaced retry, a service that yields)
+ * holds the writer rather than being refused, so that a body means the same on both backends: its transaction stays
+ * open, the writes handed over meanwhile wait for the next commit, and past the unit's deadline (`DB_QUERY_TIMEOUT`)
+ * the body's fiber is interrupted, its statements rolled back, and the call fails with a `SqlError`. The call ends
+ * only once the body's fiber has, and a statement of the transaction that runs after its unit ended (from a fiber the
+ * body left behind) is refused as a defect.
+ */
+import type { SqlError } from "@effect/sql"
+import type { Database } from "bun:sqlite"
+import { Effect, type Exit, Fiber, FiberId, Runtime, Scheduler } from "effect"
+import type { StatementHooks } from "../Observability/Hooks.js"
+import { type Continuing, statementFailed, type Writer } from "./SqliteWriter.js"
+import {
+  type AnyStatement,
+  describer,
+  identity,
+  perStatement,
+  type Query,
+  type QueryBoth,
+  type Run,
+  type Runner,
+  type Transaction
+} from "./Statement.js"
+
+/** A statement of a transaction run once the transaction is over: a bug (a fiber the body left running), a defect. */
+const STATEMENT_AFTER_TRANSACTION = "A statement ran after its transaction ended"
+
+/** A SQLite file: reads on the reading connection; writes, and every statement of a transaction, on the writer's. */
+export const onFile = (
+  reader: Database,
+  writer: Writer,
+  { observeStatement, runStatement }: StatementHooks
+): Runner => {
+  const describe = describer("sqlite")
+  const on = (database: Database) => {
+    const prepare = perStatement((statement) => database.prepare(statement.text))
+    const all = (statement: AnyStatement, params: ReadonlyArray<unknown>) =>
+      prepare(statement).all(...params as Array<never>)
+    return {
+      all,
+      run: (statement: AnyStatement, params: ReadonlyArray<unknown>, f: (rows: Array<unknown>) => unknown) => () =>
+        f(all(statement, params))
+    }
+  }
+  const onReader = on(reader)
+  const onWriter = on(writer.database)
+  // Observed as the first statement: the second is a small addition to it.
+  const queryBoth = ((first, firstParams, second, secondParams, f) =>
+    runStatement(
+      describe(first),
+      () => f(onReader.all(first, firstParams) as Array<never>, onReader.all(second, secondParams) as Array<never>),
+      statementFailed
+    )) satisfies QueryBoth
+  const query: Run = (statement, params, f = identity) =>
+    statement.operation === "SELECT"
+      ? runStatement(describe(statement), onReader.run(statement, params, f), statementFailed)
+      : observeStatement(describe(statement), writer.write(onWriter.run(statement, params, f)))
+  const inTransaction = (isOpen: () => boolean): Transaction => {
+    const guarded = <A>(effect: () => Effect.Effect<A, SqlError.SqlError>) =>
+      Effect.suspend(() => isOpen() ? effect() : Effect.die(new Error(STATEMENT_AFTER_TRANSACTION)))
+    return {
+      query:
+        ((statement, params, f = identity) =>
+          guarded(() =>
+            runStatement(describe(statement), onWriter.run(statement, params, f), statementFailed)
+          )) satisfies Run as Query,
+      tryLock: (name) => guarded(() => Effect.sync(() => writer.tryLock(name)))
+    }
+  }
+  // The body runs as the writer's unit, with the caller's context (its span, its log annotations, its services), on a
+  // scheduler of its own: as far as it goes synchronously, within the unit. If it waits, it goes on asynchronously and
+  // the writer holds the transaction for it, up to the unit's deadline (`SqliteWriter.ts`).
+  const transaction = <A, E>(body: (tx: Transaction) => Effect.Effect<A, E>) =>
+    Effect.flatMap(Effect.runtime<never>(), (runtime) => {
+      let open = true
+      /** The body's fiber, once it waits. */
+      let waiting: Fiber.RuntimeFiber<A, E> | undefined
+      const tx = inTransaction(() => open)
+      const unit = (): Exit.Exit<A, E> | Continuing<A, E> => {
+        const scheduler = new Scheduler.SyncScheduler()
+        const running = Runtime.runFork(runtime)(body(tx), { scheduler })
+        scheduler.flush()
+        const exit = running.unsafePoll()
+        if (exit !== null) {
+          open = false
+          return exit
+        }
+        waiting = running
+        return {
+          onEnd: (done) =>
+            running.addObserver((exit) => {
+              open = false
+              done(exit)
+            }),
+          stop: () => {
+            open = false
+            running.unsafeInterruptAsFork(FiberId.none)
+          }
+        }
+      }
+      // Whatever the writer answered, the body's fiber has ended (or is interrupted and waited for) when this does.
+      return Effect.ensuring(
+        writer.run(unit),
+        Effect.suspend(() => waiting === undefined ? Effect.void : Fiber.interrupt(waiting))
+      )
+    })
+  return { system: "sqlite", query: query as Query, queryBoth, transaction }
+}
