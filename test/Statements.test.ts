@@ -45,6 +45,26 @@ const later = (effect: Effect.Effect<void>) => Effect.zipRight(Effect.sleep("30 
 
 const names = (statements: Statements) => statements.query(NAMES, [0], (rows) => rows.map((row) => row.name))
 
+/** A row mapper with a bug. */
+const throwing = (): never => {
+  throw new Error("a bug in a row mapper")
+}
+/**
+ * Each way of running a statement, its rows handed to a mapper that throws: a write, a read, two reads, a statement
+ * of a transaction. Each is a defect (a 500), never a `SqlError` (a 503 that asks the client to retry); nothing stays.
+ */
+const throwingMappers = (statements: Statements) =>
+  Effect.gen(function*() {
+    const exits = yield* Effect.all([
+      statements.query(INSERT, ["Rex", 1], throwing),
+      statements.query(NAMES, [0], throwing),
+      statements.queryBoth(NAMES, [0], NAMES, [0], throwing),
+      statements.transaction((tx) => tx.query(INSERT, ["Tom", 1], throwing))
+    ].map(Effect.exit))
+    expect(exits.map(defectOf)).toEqual(exits.map(() => Option.some("a bug in a row mapper")))
+    expect(yield* names(statements)).toEqual(["Rex"])
+  })
+
 describeBackends((backend) => {
   /** The service on a fresh database, open for the rest of the test's scope. */
   const on = Effect.gen(function*() {
@@ -153,6 +173,9 @@ describeBackends((backend) => {
         expect(refused).toEqual(Either.left(new Refused({ reason: "typed" })))
         expect(yield* names(statements)).toEqual([])
       }))
+
+    it.scoped("a row mapper that throws is a defect, whichever way its statement runs; never a SqlError", () =>
+      Effect.flatMap(on, throwingMappers))
 
     it.scoped("a statement that fails is a SqlError", () =>
       Effect.gen(function*() {
@@ -274,4 +297,9 @@ describe("Statements in memory", () => {
       yield* statements.query(INSERT, ["Rex", 1])
       expect(yield* names(statements)).toEqual(["Rex"])
     }).pipe(Effect.provide(Statements.Default.pipe(Layer.provide(Sql.SqlTest)))))
+
+  it.effect("a row mapper that throws is a defect, whichever way its statement runs; never a SqlError", () =>
+    Effect.flatMap(Statements, throwingMappers).pipe(
+      Effect.provide(Statements.Default.pipe(Layer.provide(Sql.SqlTest)))
+    ))
 })

@@ -41,36 +41,40 @@ export const onFile = (
   const describe = describer("sqlite")
   const on = (database: Database) => {
     const prepare = perStatement((statement) => database.prepare(statement.text))
-    const all = (statement: AnyStatement, params: ReadonlyArray<unknown>) =>
+    return (statement: AnyStatement, params: ReadonlyArray<unknown>): Array<unknown> =>
       prepare(statement).all(...params as Array<never>)
-    return {
-      all,
-      run: (statement: AnyStatement, params: ReadonlyArray<unknown>, f: (rows: Array<unknown>) => unknown) => () =>
-        f(all(statement, params))
-    }
   }
   const onReader = on(reader)
   const onWriter = on(writer.database)
+  /**
+   * A statement run on `database`, its rows then handed to `f` outside of it: only what the driver throws is a
+   * `SqlError`; a mapper that throws is a bug, a defect.
+   */
+  const run =
+    (database: typeof onReader) =>
+    (statement: AnyStatement, params: ReadonlyArray<unknown>, f: (rows: Array<unknown>) => unknown = identity) =>
+      Effect.map(runStatement(describe(statement), () => database(statement, params), statementFailed), f)
+  const read = run(onReader)
+  const runInTransaction = run(onWriter)
   // Observed as the first statement: the second is a small addition to it.
   const queryBoth = ((first, firstParams, second, secondParams, f) =>
-    runStatement(
-      describe(first),
-      () => f(onReader.all(first, firstParams) as Array<never>, onReader.all(second, secondParams) as Array<never>),
-      statementFailed
+    Effect.map(
+      runStatement(
+        describe(first),
+        () => [onReader(first, firstParams), onReader(second, secondParams)] as const,
+        statementFailed
+      ),
+      ([firstRows, secondRows]) => f(firstRows as Array<never>, secondRows as Array<never>)
     )) satisfies QueryBoth
   const query: Run = (statement, params, f = identity) =>
     statement.operation === "SELECT"
-      ? runStatement(describe(statement), onReader.run(statement, params, f), statementFailed)
-      : observeStatement(describe(statement), writer.write(onWriter.run(statement, params, f)))
+      ? read(statement, params, f)
+      : Effect.map(observeStatement(describe(statement), writer.write(() => onWriter(statement, params))), f)
   const inTransaction = (isOpen: () => boolean): Transaction => {
     const guarded = <A>(effect: () => Effect.Effect<A, SqlError.SqlError>) =>
       Effect.suspend(() => isOpen() ? effect() : Effect.die(new Error(STATEMENT_AFTER_TRANSACTION)))
     return {
-      query:
-        ((statement, params, f = identity) =>
-          guarded(() =>
-            runStatement(describe(statement), onWriter.run(statement, params, f), statementFailed)
-          )) satisfies Run as Query,
+      query: ((statement, params, f) => guarded(() => runInTransaction(statement, params, f))) satisfies Run as Query,
       tryLock: (name) => guarded(() => Effect.sync(() => writer.tryLock(name)))
     }
   }

@@ -28,7 +28,10 @@ export const statement = <Row = never, Params extends ReadonlyArray<unknown> = [
   return { text, strings: Object.assign(strings, { raw: strings }), operation, collection }
 }
 
-/** Runs a statement and hands its rows to `f` (by default: the rows), in the statement's own step. */
+/**
+ * Runs a statement and hands its rows to `f` (by default: the rows). Only the database's own failures are a `SqlError`:
+ * an `f` that throws is a bug, a defect.
+ */
 export type Query = <Row, Params extends ReadonlyArray<unknown>, A = Array<Row>>(
   statement: Statement<Row, Params>,
   params: Params,
