@@ -16,13 +16,16 @@ import {
   Either,
   Exit,
   Fiber,
+  FiberRef,
+  HashMap,
   Layer,
   Option,
   Ref,
   Schedule
 } from "effect"
 import * as Sql from "../src/Database/Sql.js"
-import { statement, Statements } from "../src/Database/Statements.js"
+import { statement, Statements, type Transaction } from "../src/Database/Statements.js"
+import { addResponseHeaders, CurrentResponseHeaders } from "../src/ResponseHeaders.js"
 import { describeBackends, SQLite } from "./support/backends.js"
 
 const INSERT = statement<{ readonly id: number; readonly name: string }, [name: string, categoryId: number]>(
@@ -42,6 +45,44 @@ const flaky = Effect.gen(function*() {
 const defectOf = (exit: Exit.Exit<unknown, unknown>) =>
   Exit.isFailure(exit) ? Option.map(Cause.dieOption(exit.cause), (defect) => (defect as Error).message) : Option.none()
 const later = (effect: Effect.Effect<void>) => Effect.zipRight(Effect.sleep("30 millis"), effect)
+
+/** A FiberRef of the test's own. */
+const Marked = FiberRef.unsafeMake("unset")
+/** A body that changes its fiber's state: a response header, a FiberRef, a log annotation; it may wait first. */
+const marking = (waits: boolean) => (tx: Transaction) =>
+  Effect.gen(function*() {
+    yield* tx.query(INSERT, ["Rex", 1])
+    if (waits) yield* Effect.sleep("10 millis")
+    yield* addResponseHeaders({ "x-in-transaction": "yes" })
+    yield* FiberRef.set(Marked, "set in the body")
+    yield* FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("in", "the body"))
+  })
+/**
+ * What the caller's fiber holds after a transaction whose body changed its state, as if the body ran in it: its
+ * headers, its FiberRef, its log annotations. Run in a fiber of its own, awaited (not joined), so nothing carries over.
+ */
+const stateAfter = (statements: Statements, waits: boolean) =>
+  Effect.flatMap(
+    Effect.fork(Effect.zipRight(
+      statements.transaction(marking(waits)),
+      Effect.all({
+        headers: FiberRef.get(CurrentResponseHeaders),
+        marked: FiberRef.get(Marked),
+        annotation: Effect.map(FiberRef.get(FiberRef.currentLogAnnotations), HashMap.get("in"))
+      })
+    )),
+    (fiber) => Effect.flatten(Fiber.await(fiber))
+  )
+const keepsFiberState = (statements: Statements) =>
+  Effect.gen(function*() {
+    for (const waits of [false, true]) {
+      expect(yield* stateAfter(statements, waits)).toEqual({
+        headers: { "x-in-transaction": "yes" },
+        marked: "set in the body",
+        annotation: Option.some("the body")
+      })
+    }
+  })
 
 const names = (statements: Statements) => statements.query(NAMES, [0], (rows) => rows.map((row) => row.name))
 
@@ -81,6 +122,9 @@ describeBackends((backend) => {
         ).pipe(Effect.provideService(Caller, "the request"))
         expect(seen).toEqual(Option.some("the request"))
       }))
+
+    it.scopedLive("a transaction's body keeps its fiber's state: its headers, FiberRefs, log annotations", () =>
+      Effect.flatMap(on, keepsFiberState))
 
     it.scoped("runs a statement with its values and returns its rows; a write is committed when it succeeds", () =>
       Effect.gen(function*() {
@@ -297,6 +341,11 @@ describe("Statements in memory", () => {
       yield* statements.query(INSERT, ["Rex", 1])
       expect(yield* names(statements)).toEqual(["Rex"])
     }).pipe(Effect.provide(Statements.Default.pipe(Layer.provide(Sql.SqlTest)))))
+
+  it.live("a transaction's body keeps its fiber's state: its headers, FiberRefs, log annotations", () =>
+    Effect.flatMap(Statements, keepsFiberState).pipe(
+      Effect.provide(Statements.Default.pipe(Layer.provide(Sql.SqlTest)))
+    ))
 
   it.effect("a row mapper that throws is a defect, whichever way its statement runs; never a SqlError", () =>
     Effect.flatMap(Statements, throwingMappers).pipe(

@@ -14,7 +14,7 @@
  */
 import type { SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
-import { Effect, type Exit, Fiber, FiberId, Runtime, Scheduler } from "effect"
+import { Effect, type Exit, Fiber, FiberId, FiberSet, Scheduler } from "effect"
 import type { StatementHooks } from "../Observability/Hooks.js"
 import { type Continuing, statementFailed, type Writer } from "./SqliteWriter.js"
 import {
@@ -32,10 +32,14 @@ import {
 /** A statement of a transaction run once the transaction is over: a bug (a fiber the body left running), a defect. */
 const STATEMENT_AFTER_TRANSACTION = "A statement ran after its transaction ended"
 
-/** A SQLite file: reads on the reading connection; writes, and every statement of a transaction, on the writer's. */
+/**
+ * A SQLite file: reads on the reading connection; writes, and every statement of a transaction, on the writer's. The
+ * transactions' bodies run in fibers of `fibers`, interrupted when the service's scope closes.
+ */
 export const onFile = (
   reader: Database,
   writer: Writer,
+  fibers: FiberSet.FiberSet<unknown, unknown>,
   { observeStatement, runStatement }: StatementHooks
 ): Runner => {
   const describe = describer("sqlite")
@@ -78,25 +82,24 @@ export const onFile = (
       tryLock: (name) => guarded(() => Effect.sync(() => writer.tryLock(name)))
     }
   }
-  // The body runs as the writer's unit, with the caller's context (its span, its log annotations, its services), on a
-  // scheduler of its own: as far as it goes synchronously, within the unit. If it waits, it goes on asynchronously and
-  // the writer holds the transaction for it, up to the unit's deadline (`SqliteWriter.ts`).
+  // The body runs as the writer's unit, in a fiber of `fibers` that starts with the caller's state (its context, its
+  // span, its FiberRefs), on a scheduler of its own: as far as it goes synchronously, within the unit. If it waits, it
+  // goes on asynchronously and the writer holds the transaction for it, up to the unit's deadline (`SqliteWriter.ts`).
   const transaction = <A, E>(body: (tx: Transaction) => Effect.Effect<A, E>) =>
-    Effect.flatMap(Effect.runtime<never>(), (runtime) => {
+    Effect.flatMap(FiberSet.runtime(fibers)<never>(), (runFork) => {
       let open = true
-      /** The body's fiber, once it waits. */
-      let waiting: Fiber.RuntimeFiber<A, E> | undefined
+      /** The body's fiber, once its turn came. */
+      let fiber: Fiber.RuntimeFiber<A, E> | undefined
       const tx = inTransaction(() => open)
       const unit = (): Exit.Exit<A, E> | Continuing<A, E> => {
         const scheduler = new Scheduler.SyncScheduler()
-        const running = Runtime.runFork(runtime)(body(tx), { scheduler })
+        const running = fiber = runFork(Effect.withScheduler(body(tx), scheduler))
         scheduler.flush()
         const exit = running.unsafePoll()
         if (exit !== null) {
           open = false
           return exit
         }
-        waiting = running
         return {
           onEnd: (done) =>
             running.addObserver((exit) => {
@@ -109,10 +112,14 @@ export const onFile = (
           }
         }
       }
-      // Whatever the writer answered, the body's fiber has ended (or is interrupted and waited for) when this does.
+      // Whatever the writer answered, the body's fiber has ended (or is interrupted and waited for) when this does, and
+      // what the body changed of its fiber's state (the headers it added, its FiberRefs, its log annotations) is the
+      // caller's, as when the body runs in the caller's fiber on the other backends.
       return Effect.ensuring(
         writer.run(unit),
-        Effect.suspend(() => waiting === undefined ? Effect.void : Fiber.interrupt(waiting))
+        Effect.suspend(() =>
+          fiber === undefined ? Effect.void : Effect.zipRight(Fiber.interrupt(fiber), fiber.inheritAll)
+        )
       )
     })
   return { system: "sqlite", query: query as Query, queryBoth, transaction }

@@ -9,7 +9,7 @@
  * a defect; only a statement's own error is a `SqlError`).
  */
 import { SqlClient, SqlError } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect, FiberSet, Option } from "effect"
 import { type StatementHooks, statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "./Sqlite.js"
 import { onFile } from "./SqliteStatements.js"
@@ -66,13 +66,13 @@ const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks
 }
 
 export class Statements extends Effect.Service<Statements>()("Statements", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const reader = yield* Effect.serviceOption(SqliteDatabase)
     const writer = yield* Effect.serviceOption(SqliteWriter)
     const hooks = yield* statementHooks
     return Option.isSome(reader) && Option.isSome(writer)
-      ? onFile(reader.value, writer.value, hooks)
+      ? onFile(reader.value, writer.value, yield* FiberSet.make(), hooks)
       : onClient(sql, hooks)
   })
 }) {}
