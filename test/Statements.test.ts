@@ -21,7 +21,8 @@ import {
   Layer,
   Option,
   Ref,
-  Schedule
+  Schedule,
+  Schema
 } from "effect"
 import * as Sql from "../src/Database/Sql.js"
 import { statement, Statements, type Transaction } from "../src/Database/Statements.js"
@@ -29,9 +30,13 @@ import { addResponseHeaders, CurrentResponseHeaders } from "../src/ResponseHeade
 import { describeBackends, SQLite } from "./support/backends.js"
 
 const INSERT = statement<{ readonly id: number; readonly name: string }, [name: string, categoryId: number]>(
-  `INSERT INTO pets (name, category_id, status) VALUES (?, ?, 'available') RETURNING id, name`
+  `INSERT INTO pets (name, category_id, status) VALUES (?, ?, 'available') RETURNING id, name`,
+  Schema.Struct({ id: Schema.Number, name: Schema.String })
 )
-const NAMES = statement<{ readonly name: string }, [from: number]>(`SELECT name FROM pets WHERE id > ? ORDER BY id`)
+const NAMES = statement<{ readonly name: string }, [from: number]>(
+  `SELECT name FROM pets WHERE id > ? ORDER BY id`,
+  Schema.Struct({ name: Schema.String })
+)
 class Caller extends Context.Tag("test/Caller")<Caller, string>() {}
 class Refused extends Data.TaggedError("Refused")<{ readonly reason: string }> {}
 

@@ -51,13 +51,16 @@ export const onFile = (
   const onReader = on(reader)
   const onWriter = on(writer.database)
   /**
-   * A statement run on `database`, its rows then handed to `f` outside of it: only what the driver throws is a
-   * `SqlError`; a mapper that throws is a bug, a defect.
+   * A statement run on `database`, its rows then decoded and handed to `f` outside of it: only what the driver throws
+   * is a `SqlError`; a row that does not decode, or a mapper that throws, is a defect.
    */
   const run =
     (database: typeof onReader) =>
     (statement: AnyStatement, params: ReadonlyArray<unknown>, f: (rows: Array<unknown>) => unknown = identity) =>
-      Effect.map(runStatement(describe(statement), () => database(statement, params), statementFailed), f)
+      Effect.map(
+        runStatement(describe(statement), () => database(statement, params), statementFailed),
+        (rows) => f(statement.decode(rows))
+      )
   const read = run(onReader)
   const runInTransaction = run(onWriter)
   // Observed as the first statement: the second is a small addition to it.
@@ -68,12 +71,15 @@ export const onFile = (
         () => [onReader(first, firstParams), onReader(second, secondParams)] as const,
         statementFailed
       ),
-      ([firstRows, secondRows]) => f(firstRows as Array<never>, secondRows as Array<never>)
+      ([firstRows, secondRows]) => f(first.decode(firstRows), second.decode(secondRows))
     )) satisfies QueryBoth
   const query: Run = (statement, params, f = identity) =>
     statement.operation === "SELECT"
       ? read(statement, params, f)
-      : Effect.map(observeStatement(describe(statement), writer.write(() => onWriter(statement, params))), f)
+      : Effect.map(
+        observeStatement(describe(statement), writer.write(() => onWriter(statement, params))),
+        (rows) => f(statement.decode(rows))
+      )
   const inTransaction = (isOpen: () => boolean): Transaction => {
     const guarded = <A>(effect: () => Effect.Effect<A, SqlError.SqlError>) =>
       Effect.suspend(() => isOpen() ? effect() : Effect.die(new Error(STATEMENT_AFTER_TRANSACTION)))

@@ -2,14 +2,14 @@
  * The service that runs the repositories' statements (`Statement.ts`): through `@effect/sql`'s client on PostgreSQL
  * and on an in-memory SQLite database (the client writes its dialect's placeholders); on a SQLite file, on its own
  * connections (`SqliteStatements.ts`).
- * Rows are as the drivers give them, which are the rows' types: NOT NULL and CHECK constraints hold the columns, and
- * PostgreSQL's BIGINTs are read as numbers (`Postgres.ts`).
+ * Rows are decoded by their statement's schema before anything reads them (PostgreSQL's BIGINTs are read as numbers,
+ * `Postgres.ts`, so rows come as SQLite's do); a row that does not decode is a defect.
  *
  * A transaction is all-or-nothing on every backend, whatever its body does, and fails as its body does (a defect stays
  * a defect; only a statement's own error is a `SqlError`).
  */
 import { SqlClient, SqlError } from "@effect/sql"
-import { Effect, FiberSet, Option } from "effect"
+import { Effect, FiberSet, Option, Schema } from "effect"
 import { type StatementHooks, statementHooks } from "../Observability/Hooks.js"
 import { SqliteDatabase } from "./Sqlite.js"
 import { onFile } from "./SqliteStatements.js"
@@ -30,10 +30,11 @@ export { type Query, type QueryBoth, type Statement, statement, type Transaction
 /** Transaction-scoped, so it goes with the transaction whatever happens; a 64-bit hash of the name names it. */
 const TRY_LOCK = statement<{ readonly locked: boolean }, [string]>(
   `SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked`,
+  Schema.Struct({ locked: Schema.Boolean }),
   "advisory_locks"
 )
 /** The first statement of a transaction whose reads see one snapshot. */
-const SNAPSHOT = statement(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`, "transactions")
+const SNAPSHOT = statement(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`, undefined, "transactions")
 
 /** `@effect/sql`'s client: PostgreSQL, or a SQLite database in memory. */
 const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks): Runner => {
@@ -42,7 +43,8 @@ const onClient = (sql: SqlClient.SqlClient, { observeStatement }: StatementHooks
   const query = ((statement, params, f = identity) =>
     observeStatement(
       describe(statement),
-      Effect.map(sql(statement.strings, ...params as Array<never>), (rows) => f(rows as Array<unknown>))
+      Effect.map(sql(statement.strings, ...params as Array<never>), (rows) =>
+        f(statement.decode(rows as ReadonlyArray<unknown>)))
     )) satisfies Run as Query
   const tryLock = system === "postgresql"
     ? (name: string) => query(TRY_LOCK, [name], (rows) => rows[0]?.locked === true)
