@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
 import * as Sql from "../src/Database/Sql.js"
 import { MAX_SAFE_ID, NewPet, PetId, type PetStatus } from "../src/Domain/Pet.js"
 import { type ListOptions, type Page, PetsRepo } from "../src/Pets/Repo.js"
@@ -42,6 +42,12 @@ const walk = (options: Omit<ListOptions, "after">) =>
 
 const ids = (page: Page) => page.pets.map((pet) => pet.id)
 
+/** Rows no create stores, written around the service: a category below 1, a name too long, a status not listed. */
+const REFUSED_ROWS = [["Rex", -1, "available"], ["x".repeat(201), 1, "available"], ["Rex", 1, "lost"]] as const
+/** The message of the defect a read died with, if it died. */
+const defectOf = (exit: Exit.Exit<unknown, unknown>) =>
+  Exit.isFailure(exit) ? Option.map(Cause.dieOption(exit.cause), (defect) => (defect as Error).message) : Option.none()
+
 const databases = [
   ["in memory", Sql.SqlTest],
   ["on a file", Layer.unwrapScoped(Effect.map(tempDatabaseFile, (file) => Sql.layer(Redacted.make(file))))],
@@ -58,6 +64,31 @@ const databases = [
 for (const [where, database] of databases) {
   describe(`PetsRepo ${where}`, () => {
     const withRepo = Effect.provide(repoOn(database))
+
+    it.effect("a row its schema refuses is a defect on every read (a 500), never cast to a pet", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const repo = yield* PetsRepo
+        // The status's CHECK constraint set aside, so that the row can be written at all.
+        yield* sql.onDialectOrElse({
+          pg: () => sql`ALTER TABLE pets DROP CONSTRAINT pets_status_check`,
+          orElse: () => sql`PRAGMA ignore_check_constraints = ON`
+        })
+        for (const [name, categoryId, status] of REFUSED_ROWS) {
+          yield* sql`DELETE FROM pets`
+          const [{ id }] = yield* sql<{ readonly id: number }>`INSERT INTO pets (name, category_id, status)
+            VALUES (${name}, ${categoryId}, ${status}) RETURNING id`
+          const reads: ReadonlyArray<Effect.Effect<unknown, unknown>> = [
+            repo.findById(PetId.make(id)),
+            repo.list({ limit: 10 }),
+            repo.list({ id: PetId.make(id), limit: 1 })
+          ]
+          for (const read of reads) {
+            const message = defectOf(yield* Effect.exit(read))
+            expect(Option.getOrElse(message, () => "no defect")).toMatch(/A row of pets \(SELECT\) does not match/)
+          }
+        }
+      }).pipe(withRepo))
 
     it.effect("create returns the stored row, with increasing ids", () =>
       Effect.gen(function*() {

@@ -16,19 +16,27 @@ import {
   Either,
   Exit,
   Fiber,
+  FiberRef,
+  HashMap,
   Layer,
   Option,
   Ref,
-  Schedule
+  Schedule,
+  Schema
 } from "effect"
 import * as Sql from "../src/Database/Sql.js"
-import { statement, Statements } from "../src/Database/Statements.js"
+import { statement, Statements, type Transaction } from "../src/Database/Statements.js"
+import { addResponseHeaders, CurrentResponseHeaders } from "../src/ResponseHeaders.js"
 import { describeBackends, SQLite } from "./support/backends.js"
 
 const INSERT = statement<{ readonly id: number; readonly name: string }, [name: string, categoryId: number]>(
-  `INSERT INTO pets (name, category_id, status) VALUES (?, ?, 'available') RETURNING id, name`
+  `INSERT INTO pets (name, category_id, status) VALUES (?, ?, 'available') RETURNING id, name`,
+  Schema.Struct({ id: Schema.Number, name: Schema.String })
 )
-const NAMES = statement<{ readonly name: string }, [from: number]>(`SELECT name FROM pets WHERE id > ? ORDER BY id`)
+const NAMES = statement<{ readonly name: string }, [from: number]>(
+  `SELECT name FROM pets WHERE id > ? ORDER BY id`,
+  Schema.Struct({ name: Schema.String })
+)
 class Caller extends Context.Tag("test/Caller")<Caller, string>() {}
 class Refused extends Data.TaggedError("Refused")<{ readonly reason: string }> {}
 
@@ -43,7 +51,65 @@ const defectOf = (exit: Exit.Exit<unknown, unknown>) =>
   Exit.isFailure(exit) ? Option.map(Cause.dieOption(exit.cause), (defect) => (defect as Error).message) : Option.none()
 const later = (effect: Effect.Effect<void>) => Effect.zipRight(Effect.sleep("30 millis"), effect)
 
+/** A FiberRef of the test's own. */
+const Marked = FiberRef.unsafeMake("unset")
+/** A body that changes its fiber's state: a response header, a FiberRef, a log annotation; it may wait first. */
+const marking = (waits: boolean) => (tx: Transaction) =>
+  Effect.gen(function*() {
+    yield* tx.query(INSERT, ["Rex", 1])
+    if (waits) yield* Effect.sleep("10 millis")
+    yield* addResponseHeaders({ "x-in-transaction": "yes" })
+    yield* FiberRef.set(Marked, "set in the body")
+    yield* FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("in", "the body"))
+  })
+/**
+ * What the caller's fiber holds after a transaction whose body changed its state, as if the body ran in it: its
+ * headers, its FiberRef, its log annotations. Run in a fiber of its own, awaited (not joined), so nothing carries over.
+ */
+const stateAfter = (statements: Statements, waits: boolean) =>
+  Effect.flatMap(
+    Effect.fork(Effect.zipRight(
+      statements.transaction(marking(waits)),
+      Effect.all({
+        headers: FiberRef.get(CurrentResponseHeaders),
+        marked: FiberRef.get(Marked),
+        annotation: Effect.map(FiberRef.get(FiberRef.currentLogAnnotations), HashMap.get("in"))
+      })
+    )),
+    (fiber) => Effect.flatten(Fiber.await(fiber))
+  )
+const keepsFiberState = (statements: Statements) =>
+  Effect.gen(function*() {
+    for (const waits of [false, true]) {
+      expect(yield* stateAfter(statements, waits)).toEqual({
+        headers: { "x-in-transaction": "yes" },
+        marked: "set in the body",
+        annotation: Option.some("the body")
+      })
+    }
+  })
+
 const names = (statements: Statements) => statements.query(NAMES, [0], (rows) => rows.map((row) => row.name))
+
+/** A row mapper with a bug. */
+const throwing = (): never => {
+  throw new Error("a bug in a row mapper")
+}
+/**
+ * Each way of running a statement, its rows handed to a mapper that throws: a write, a read, two reads, a statement
+ * of a transaction. Each is a defect (a 500), never a `SqlError` (a 503 that asks the client to retry); nothing stays.
+ */
+const throwingMappers = (statements: Statements) =>
+  Effect.gen(function*() {
+    const exits = yield* Effect.all([
+      statements.query(INSERT, ["Rex", 1], throwing),
+      statements.query(NAMES, [0], throwing),
+      statements.queryBoth(NAMES, [0], NAMES, [0], throwing),
+      statements.transaction((tx) => tx.query(INSERT, ["Tom", 1], throwing))
+    ].map(Effect.exit))
+    expect(exits.map(defectOf)).toEqual(exits.map(() => Option.some("a bug in a row mapper")))
+    expect(yield* names(statements)).toEqual(["Rex"])
+  })
 
 describeBackends((backend) => {
   /** The service on a fresh database, open for the rest of the test's scope. */
@@ -61,6 +127,9 @@ describeBackends((backend) => {
         ).pipe(Effect.provideService(Caller, "the request"))
         expect(seen).toEqual(Option.some("the request"))
       }))
+
+    it.scopedLive("a transaction's body keeps its fiber's state: its headers, FiberRefs, log annotations", () =>
+      Effect.flatMap(on, keepsFiberState))
 
     it.scoped("runs a statement with its values and returns its rows; a write is committed when it succeeds", () =>
       Effect.gen(function*() {
@@ -153,6 +222,9 @@ describeBackends((backend) => {
         expect(refused).toEqual(Either.left(new Refused({ reason: "typed" })))
         expect(yield* names(statements)).toEqual([])
       }))
+
+    it.scoped("a row mapper that throws is a defect, whichever way its statement runs; never a SqlError", () =>
+      Effect.flatMap(on, throwingMappers))
 
     it.scoped("a statement that fails is a SqlError", () =>
       Effect.gen(function*() {
@@ -274,4 +346,14 @@ describe("Statements in memory", () => {
       yield* statements.query(INSERT, ["Rex", 1])
       expect(yield* names(statements)).toEqual(["Rex"])
     }).pipe(Effect.provide(Statements.Default.pipe(Layer.provide(Sql.SqlTest)))))
+
+  it.live("a transaction's body keeps its fiber's state: its headers, FiberRefs, log annotations", () =>
+    Effect.flatMap(Statements, keepsFiberState).pipe(
+      Effect.provide(Statements.Default.pipe(Layer.provide(Sql.SqlTest)))
+    ))
+
+  it.effect("a row mapper that throws is a defect, whichever way its statement runs; never a SqlError", () =>
+    Effect.flatMap(Statements, throwingMappers).pipe(
+      Effect.provide(Statements.Default.pipe(Layer.provide(Sql.SqlTest)))
+    ))
 })

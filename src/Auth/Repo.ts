@@ -1,20 +1,30 @@
 /**
  * Stored API keys: id, name, SHA-256 hash, creation, last use and revocation times (ISO-8601 text, portable SQL; the
- * columns are TEXT NOT NULL, nullable for the last use and the revocation, so a row is an `ApiKeyRecord` as it comes).
+ * columns are TEXT NOT NULL, nullable for the last use and the revocation), each row decoded as it is read.
  */
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { statement, Statements } from "../Database/Statements.js"
-import type { ApiKeyId, ApiKeyInfo, ApiKeyRecord } from "../Domain/ApiKey.js"
+import { ApiKeyId, type ApiKeyInfo, type ApiKeyRecord } from "../Domain/ApiKey.js"
 
 const INFO = `id, name, created_at AS "createdAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"`
 const INSERT = statement<never, [id: ApiKeyId, name: string, hash: string, createdAt: string]>(
   `INSERT INTO api_keys (id, name, hash, created_at) VALUES (?, ?, ?, ?)`
 )
-const FIND_ONE = statement<ApiKeyRecord, [ApiKeyId]>(`SELECT ${INFO}, hash FROM api_keys WHERE id = ?`)
-const FIND_ALL = statement<ApiKeyInfo>(`SELECT ${INFO} FROM api_keys ORDER BY created_at, id`)
+/** A key's row: its info, and its hash when the statement reads it. */
+const Info = Schema.Struct({
+  id: ApiKeyId,
+  name: Schema.String,
+  createdAt: Schema.String,
+  lastUsedAt: Schema.NullOr(Schema.String),
+  revokedAt: Schema.NullOr(Schema.String)
+})
+const Record = Schema.Struct({ ...Info.fields, hash: Schema.String })
+const FIND_ONE = statement<ApiKeyRecord, [ApiKeyId]>(`SELECT ${INFO}, hash FROM api_keys WHERE id = ?`, Record)
+const FIND_ALL = statement<ApiKeyInfo>(`SELECT ${INFO} FROM api_keys ORDER BY created_at, id`, Info)
 /** Keeps the first revocation time. */
 const REVOKE = statement<{ readonly id: ApiKeyId }, [at: string, id: ApiKeyId]>(
-  `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING id`
+  `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING id`,
+  Schema.Struct({ id: ApiKeyId })
 )
 const TOUCH = statement<never, [at: string, id: ApiKeyId]>(`UPDATE api_keys SET last_used_at = ? WHERE id = ?`)
 

@@ -14,9 +14,10 @@
  */
 import type { SqlError } from "@effect/sql"
 import { Duration, Effect, Option, Queue, Schedule, type Scope, Stream, SubscriptionRef } from "effect"
+import * as Schema from "effect/Schema"
 import { FEED_CHANNEL, Notifications } from "../Database/Notifications.js"
 import { statement, Statements } from "../Database/Statements.js"
-import type { Pet } from "../Domain/Pet.js"
+import { Pet } from "../Domain/Pet.js"
 
 /** Where the change feed ends: the database's feed id and the last committed position (0: no pet yet). */
 export interface FeedEnd {
@@ -44,10 +45,10 @@ export interface Follower {
   readonly dropped: (defect?: unknown) => void
 }
 
-export interface FeedRow {
-  readonly database: string
-  readonly end: number
-}
+export const FeedRow = Schema.Struct({ database: Schema.String, end: Schema.Number })
+export type FeedRow = typeof FeedRow.Type
+/** A pet and its position in the feed. */
+const Change = Schema.Struct({ position: Schema.Number, ...Pet.fields })
 export const feedEndOf = (rows: ReadonlyArray<FeedRow>): FeedEnd => ({
   database: rows[0].database,
   end: Number(rows[0].end)
@@ -59,11 +60,13 @@ export const feedEndOf = (rows: ReadonlyArray<FeedRow>): FeedEnd => ({
  */
 const feedStatements = (position: "id" | "position") => ({
   END: statement<FeedRow>(
-    `SELECT (SELECT id FROM feed_meta) AS "database", coalesce(max(${position}), 0) AS "end" FROM pets`
+    `SELECT (SELECT id FROM feed_meta) AS "database", coalesce(max(${position}), 0) AS "end" FROM pets`,
+    FeedRow
   ),
-  CHANGES: statement<Pet & { readonly position: number }, [after: number, limit: number]>(
+  CHANGES: statement<typeof Change.Type, [after: number, limit: number]>(
     `SELECT ${position} AS "position", id, name, category_id AS "categoryId", status FROM pets WHERE ${position} > ? ` +
-      `ORDER BY ${position} LIMIT ?`
+      `ORDER BY ${position} LIMIT ?`,
+    Change
   )
 })
 const ON_SQLITE = feedStatements("id")
@@ -83,7 +86,7 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
       query(
         CHANGES,
         [after, BATCH],
-        (rows) => rows.map(({ position, ...pet }): FeedChange => ({ position: Number(position), pet }))
+        (rows) => rows.map(({ position, ...pet }): FeedChange => ({ position, pet }))
       )
 
     /**

@@ -5,10 +5,10 @@
  * (`Feed.ts`), read in the same snapshot; a create wakes the feed's followers.
  */
 import type { SqlError } from "@effect/sql"
-import { Effect, Option, Ref } from "effect"
+import { Effect, Option, Ref, Schema } from "effect"
 import type { PruneStep } from "../Database/Pruning.js"
 import { statement, Statements } from "../Database/Statements.js"
-import type { NewPet, Pet, PetId, PetStatus } from "../Domain/Pet.js"
+import { type NewPet, Pet, PetId, type PetStatus } from "../Domain/Pet.js"
 import { type FeedEnd, feedEndOf, type FeedRow, feedStatementsOn, PetsFeed } from "./Feed.js"
 
 export interface ListOptions {
@@ -47,43 +47,57 @@ export type CreateOnceResult =
 
 const COLUMNS = `id, name, category_id AS "categoryId", status`
 const INSERT = statement<Pet, [name: string, categoryId: number, status: PetStatus]>(
-  `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`
+  `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${COLUMNS}`,
+  Pet
 )
-const FIND_ONE = statement<Pet, [PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`)
+const FIND_ONE = statement<Pet, [PetId]>(`SELECT ${COLUMNS} FROM pets WHERE id = ?`, Pet)
 const PAGE = statement<Pet, [after: number, limit: number]>(
-  `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`
+  `SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`,
+  Pet
 )
 const PAGE_BY_STATUS = statement<Pet, [status: PetStatus, after: number, limit: number]>(
-  `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`
+  `SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`,
+  Pet
 )
 /** A pet and its record; nothing when a record (live or expired) already holds the key. */
 const INSERT_ONCE = statement<
   Pet,
   [name: string, categoryId: number, status: PetStatus, key: string, scope: string, expiresAt: number]
->(`INSERT INTO pets (name, category_id, status, idempotency_key, idempotency_scope, idempotency_expires_at)
+>(
+  `INSERT INTO pets (name, category_id, status, idempotency_key, idempotency_scope, idempotency_expires_at)
   VALUES (?, ?, ?, ?, ?, ?)
   ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
-  RETURNING ${COLUMNS}`)
+  RETURNING ${COLUMNS}`,
+  Pet
+)
 /** The pet whose record holds a key. */
-const SELECT_HOLDER = statement<Pet & { readonly expiresAt: number }, [key: string, scope: string]>(
-  `SELECT ${COLUMNS}, idempotency_expires_at AS "expiresAt" FROM pets WHERE idempotency_key = ? AND idempotency_scope = ?`
+const Holder = Schema.Struct({ ...Pet.fields, expiresAt: Schema.Number })
+const SELECT_HOLDER = statement<typeof Holder.Type, [key: string, scope: string]>(
+  `SELECT ${COLUMNS}, idempotency_expires_at AS "expiresAt" FROM pets WHERE idempotency_key = ? AND idempotency_scope = ?`,
+  Holder
 )
 /** Forgets a pet's record: an expired one that holds a key being used again, and the pruner's. */
 const RELEASE = `UPDATE pets SET idempotency_key = NULL, idempotency_scope = NULL, idempotency_expires_at = NULL`
 const RELEASE_HOLDER = statement<never, [PetId]>(`${RELEASE} WHERE id = ?`)
 /** PostgreSQL: a batch of expired records (the partial index on the expiry finds them). */
-const RELEASE_EXPIRED = statement<{ readonly id: number }, [now: number, batch: number]>(
+const Id = Schema.Struct({ id: PetId })
+/** An aggregate's id: none without rows. */
+const IdOrNull = Schema.Struct({ id: Schema.NullOr(PetId) })
+const RELEASE_EXPIRED = statement<typeof Id.Type, [now: number, batch: number]>(
   `${RELEASE} WHERE id IN (SELECT id FROM pets WHERE idempotency_key IS NOT NULL AND idempotency_expires_at <= ? LIMIT ?)
-  RETURNING id`
+  RETURNING id`,
+  Id
 )
 /** SQLite: the expired records among a range of ids, the first record left in it (a live one), the last pet. */
-const RELEASE_EXPIRED_BETWEEN = statement<{ readonly id: number }, [from: number, to: number, now: number]>(
-  `${RELEASE} WHERE id > ? AND id <= ? AND idempotency_key IS NOT NULL AND idempotency_expires_at <= ? RETURNING id`
+const RELEASE_EXPIRED_BETWEEN = statement<typeof Id.Type, [from: number, to: number, now: number]>(
+  `${RELEASE} WHERE id > ? AND id <= ? AND idempotency_key IS NOT NULL AND idempotency_expires_at <= ? RETURNING id`,
+  Id
 )
-const FIRST_RECORD_BETWEEN = statement<{ readonly id: number | null }, [from: number, to: number]>(
-  `SELECT min(id) AS id FROM pets WHERE id > ? AND id <= ? AND idempotency_key IS NOT NULL`
+const FIRST_RECORD_BETWEEN = statement<typeof IdOrNull.Type, [from: number, to: number]>(
+  `SELECT min(id) AS id FROM pets WHERE id > ? AND id <= ? AND idempotency_key IS NOT NULL`,
+  IdOrNull
 )
-const LAST_ID = statement<{ readonly id: number | null }>(`SELECT max(id) AS id FROM pets`)
+const LAST_ID = statement<typeof IdOrNull.Type>(`SELECT max(id) AS id FROM pets`, IdOrNull)
 
 const firstRow = <Row>(rows: Array<Row>) => Option.fromNullable(rows[0])
 const inUse: CreateOnceResult = { _tag: "InUse" }

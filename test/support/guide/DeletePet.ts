@@ -9,7 +9,7 @@ import { Effect, Schema } from "effect"
 import { Authorization } from "../../../src/Auth/Api.js"
 import { statement, Statements } from "../../../src/Database/Statements.js"
 import { BadRequestResponse, NotFoundResponse, petNotFound, UnavailableResponse } from "../../../src/Domain/Errors.js"
-import { type PetId, PetIdFromString } from "../../../src/Domain/Pet.js"
+import { PetId, PetIdFromString } from "../../../src/Domain/Pet.js"
 import { PetsApi } from "../../../src/Pets/Api.js"
 import { orUnavailable } from "../../../src/Unavailable.js"
 
@@ -33,8 +33,9 @@ export class GuideApi extends HttpApi.make("petstore").add(PetsApi).add(DeletePe
 /** As the server mounts it, under `/v1`. */
 export const ServedGuideApi = GuideApi.prefix("/v1")
 
-/** Step 2: the statement, written once for both backends, and the repository method that runs it. */
-const DELETE = statement<{ readonly id: PetId }, [PetId]>("DELETE FROM pets WHERE id = ? RETURNING id")
+/** Step 2: the statement, written once for both backends, its row's schema, and the repository method that runs it. */
+const Deleted = Schema.Struct({ id: PetId })
+const DELETE = statement<{ readonly id: PetId }, [PetId]>("DELETE FROM pets WHERE id = ? RETURNING id", Deleted)
 
 export class GuideRepo extends Effect.Service<GuideRepo>()("test/GuideRepo", {
   dependencies: [Statements.Default],
