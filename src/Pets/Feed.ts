@@ -37,7 +37,7 @@ interface FeedPage {
 }
 
 /** How many pets a feed read takes at a time; a filtered long poll scans at most SCAN_MAX per request. */
-const BATCH = 100
+export const BATCH = 100
 const SCAN_MAX = 1_000
 /** How many changes a long poll may have waiting (it takes them as they come). */
 const POLL_QUEUE = 1_000
