@@ -35,7 +35,6 @@ import { makeStreamPlaces, STREAMS_RETRY_AFTER_SECONDS } from "./FeedLimits.js"
 
 /** How often every stream writes a comment. */
 const HEARTBEAT = Duration.seconds(5)
-
 /** An open stream. */
 interface Open {
   /** Its body, made once this state is, which the body's end hands back to `closed`. */
@@ -93,15 +92,14 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
       return true
     }
 
-    /**
-     * The streams' one follower of the feed, while any stream is open (its scope), and the last position it was
-     * handed: a stream that stands there has what follows written as it comes.
-     */
+    // The streams' one follower of the feed while any is open (its scope), and the last position it was handed (a read
+    // handed over before `join` returns counts too): a stream that stands there has what follows written as it comes.
     const lock = yield* Effect.makeSemaphore(1)
-    let following: { readonly scope: Scope.CloseableScope; handed: number } | undefined
+    let following: Scope.CloseableScope | undefined
+    let handed = 0
     const follower = {
       deliver: (changes: ReadonlyArray<FeedChange>) => {
-        following!.handed = changes.at(-1)!.position
+        handed = changes.at(-1)!.position
         for (const open of opens) {
           if (open.live && !write(open, changes)) {
             open.live = false
@@ -114,19 +112,21 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
     }
     const follow = (known: FeedEnd | undefined) =>
       Effect.gen(function*() {
-        if (following !== undefined) return following.handed
+        if (following !== undefined) return handed
         const followed = yield* Scope.fork(scope, ExecutionStrategy.sequential)
         const from = yield* Scope.extend(feed.join(follower, known), followed).pipe(
           Effect.onError(() => Scope.close(followed, Exit.void))
         )
         database = from.database
-        following = { scope: followed, handed: from.end }
-        return from.end
+        following = followed
+        handed = Math.max(handed, from.end)
+        return handed
       })
     const unfollowWhenNoneOpen = lock.withPermits(1)(Effect.suspend(() => {
       if (opens.size > 0 || following === undefined) return Effect.void
-      const { scope: followed } = following
+      const followed = following
       following = undefined
+      handed = 0
       return Scope.close(followed, Exit.void)
     }))
 
@@ -140,7 +140,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
           yield* open.sink.roomFor(BATCH)
           if (!opens.has(open)) return
           const changes = yield* feed.changesAfter(open.last)
-          open.live = write(open, changes) && open.last >= following!.handed
+          open.live = write(open, changes) && open.last >= handed
           if (open.live) return
         }
       }).pipe(
@@ -214,7 +214,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
           // Where it resumes, against where the streams' reads stand (`now`); the feed's end is read only when the
           // streams follow nothing yet, or for a position past their reads.
           const read = following === undefined ? yield* feed.feedEnd : undefined
-          let position = resumeFrom(after, read ?? { database, end: following!.handed })
+          let position = resumeFrom(after, read ?? { database, end: handed })
           if (position === undefined && read === undefined) position = resumeFrom(after, yield* feed.feedEnd)
           if (position === undefined) return undefined
           const refused = places.refusal(key)
