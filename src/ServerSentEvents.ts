@@ -49,12 +49,16 @@ export const complete = (...blocks: ReadonlyArray<string>): HttpServerResponse.H
 /** The body of a long-lived stream, written to as events come. */
 export interface Sink {
   /**
-   * Writes an encoded block; false once the client has not read `behind` of the blocks written (the body's queue
-   * holds them; it never holds many more), or once the stream has ended.
+   * How many more blocks it takes before `behind` of those written wait for the client (0 once they do, or once the
+   * stream has ended): a writer writes no more than this, so that the body never holds more than `behind` blocks.
    */
-  readonly write: (block: Uint8Array) => boolean
-  /** Waits until the client has read what was written, down to fewer than `behind` blocks. */
-  readonly drained: Effect.Effect<void>
+  readonly room: number
+  /** Writes an encoded block (nothing once the stream has ended). */
+  readonly write: (block: Uint8Array) => void
+  /** Waits until it has room for `blocks` (or has ended). */
+  readonly roomFor: (blocks: number) => Effect.Effect<void>
+  /** Whether it is full and the client has read nothing since the last time this was asked: it has stopped reading. */
+  readonly stalled: () => boolean
   /** Writes `last`, if given, and ends the stream. */
   readonly end: (last?: Uint8Array) => void
 }
@@ -66,15 +70,19 @@ export interface Sink {
 class BodySink<A> implements Sink {
   controller: ReadableStreamDefaultController<Uint8Array> | undefined = undefined
   open = true
-  whenDrained: (() => void) | undefined = undefined
+  /** Whether the client has read since `stalled` was last asked. */
+  read = false
+  wanted = 0
+  whenRoom: (() => void) | undefined = undefined
   constructor(readonly closed: (owner: A) => void, readonly owner: A) {}
 
-  // The body's source: the body calls these.
+  // The body's source: the body calls these. `pull` comes after each block the client reads, while there is room.
   start(made: ReadableStreamDefaultController<Uint8Array>) {
     this.controller = made
   }
   pull() {
-    this.whenDrained?.()
+    this.read = true
+    if (this.whenRoom !== undefined && this.room >= this.wanted) this.whenRoom()
   }
   cancel() {
     this.close()
@@ -83,29 +91,36 @@ class BodySink<A> implements Sink {
   close() {
     if (!this.open) return
     this.open = false
-    this.whenDrained?.()
+    this.whenRoom?.()
     this.closed(this.owner)
+  }
+  get room() {
+    return this.open ? Math.max(0, this.controller!.desiredSize ?? 0) : 0
   }
   // A body the platform has let go of without cancelling it (its connection failed) refuses what is written: the
   // stream is over.
   write(block: Uint8Array) {
-    if (!this.open) return false
+    if (!this.open) return
     try {
       this.controller!.enqueue(block)
     } catch {
       this.close()
-      return false
     }
-    return (this.controller!.desiredSize ?? 0) > 0
   }
-  get drained() {
+  roomFor(blocks: number) {
     return Effect.async<void>((resume) => {
-      if (!this.open || (this.controller!.desiredSize ?? 0) > 0) return resume(Effect.void)
-      this.whenDrained = () => {
-        this.whenDrained = undefined
+      if (!this.open || this.room >= blocks) return resume(Effect.void)
+      this.wanted = blocks
+      this.whenRoom = () => {
+        this.whenRoom = undefined
         resume(Effect.void)
       }
     })
+  }
+  stalled() {
+    const stalled = this.open && this.room === 0 && !this.read
+    this.read = false
+    return stalled
   }
   end(last?: Uint8Array) {
     if (!this.open) return

@@ -19,50 +19,68 @@ import type { FeedChange } from "./Feed.js"
 
 /** How long a client waits before it reconnects (`retry:`). */
 const RECONNECT_AFTER = Duration.seconds(2)
-/** A stream whose client has not read this many of the blocks written is ended (`slow_consumer`). */
+/**
+ * How long it waits after a stream that cannot go on from where it stands (`reset`, or an event the server cannot
+ * write): an `EventSource` that ignores the event reconnects to the same answer, but not every few seconds.
+ */
+const RECONNECT_AFTER_GIVING_UP = Duration.minutes(10)
+/** The most blocks a stream holds for its client; one full whose client has stopped reading is ended (`slow_consumer`). */
 export const BEHIND_BLOCKS = 1_000
 const encodePet = Schema.encodeSync(Schema.parseJson(Pet))
-const errorEvent = (name: string, data: unknown) =>
-  ServerSentEvents.encode(ServerSentEvents.event({ event: name, data: JSON.stringify(data) }))
+/** An `error` event, after a `retry:` hint when given. */
+const errorEvent = (data: unknown, retry = "") =>
+  ServerSentEvents.encode(retry + ServerSentEvents.event({ event: "error", data: JSON.stringify(data) }))
 
 export const RETRY = ServerSentEvents.retry(Duration.toMillis(RECONNECT_AFTER))
 export const RETRY_BLOCK = ServerSentEvents.encode(RETRY)
+export const GIVING_UP_RETRY = ServerSentEvents.retry(Duration.toMillis(RECONNECT_AFTER_GIVING_UP))
 export const HEARTBEAT_COMMENT = ServerSentEvents.encode(ServerSentEvents.comment("heartbeat"))
 export const RESET = ServerSentEvents.event({
   event: "reset",
   data: JSON.stringify(Schema.encodeSync(FeedPositionGoneResponse)(feedPositionGone()))
 })
 export const SLOW_CONSUMER = errorEvent(
-  "error",
   errorBody(
     503,
     "slow_consumer",
-    `The client did not read ${BEHIND_BLOCKS} events of the stream, which was ended; reconnect with Last-Event-ID ` +
-      "to go on from the last event received."
+    `The client stopped reading with ${BEHIND_BLOCKS} events waiting, and the stream was ended; reconnect with ` +
+      "Last-Event-ID to go on from the last event received."
   )
 )
 export const REVOKED = errorEvent(
-  "error",
   Schema.encodeSync(UnauthorizedResponse)(unauthorized("The API key was revoked."))
 )
-export const DATABASE_FAILED = errorEvent("error", Schema.encodeSync(UnavailableResponse)(unavailable()))
+export const DATABASE_FAILED = errorEvent(Schema.encodeSync(UnavailableResponse)(unavailable()))
+/** The next event cannot be written (the pet is one its schema refuses): the stream ends before it. */
+export const EVENT_FAILED = errorEvent(
+  errorBody(
+    500,
+    "internal_error",
+    "The server could not write the next event of this stream; it has been logged. Reconnecting with Last-Event-ID " +
+      "meets the same event until that is fixed."
+  ),
+  GIVING_UP_RETRY
+)
 
 /**
  * A change's event for a stream with this status filter: `created` with the pet, or an id alone for a pet the filter
- * passes over. Both encodings are made at a change's first write and shared by every stream it is written to.
+ * passes over. Each is encoded at its first write and shared by every stream it is written to; `created` throws for a
+ * pet its schema refuses (the id alone does not need it).
  */
 export const makeBlockOf = () => {
-  const encoded = new WeakMap<FeedChange, { readonly created: Uint8Array; readonly passed: Uint8Array }>()
+  const created = new WeakMap<FeedChange, Uint8Array>()
+  const passed = new WeakMap<FeedChange, Uint8Array>()
   return (database: string, change: FeedChange, status: PetStatus | undefined) => {
-    let blocks = encoded.get(change)
-    if (blocks === undefined) {
+    const matches = status === undefined || change.pet.status === status
+    const encoded = matches ? created : passed
+    let block = encoded.get(change)
+    if (block === undefined) {
       const id = formatPosition(database, change.position)
-      blocks = {
-        created: ServerSentEvents.encode(ServerSentEvents.event({ id, event: "created", data: encodePet(change.pet) })),
-        passed: ServerSentEvents.encode(ServerSentEvents.event({ id }))
-      }
-      encoded.set(change, blocks)
+      block = ServerSentEvents.encode(
+        ServerSentEvents.event(matches ? { id, event: "created", data: encodePet(change.pet) } : { id })
+      )
+      encoded.set(change, block)
     }
-    return status === undefined || change.pet.status === status ? blocks.created : blocks.passed
+    return block
   }
 }

@@ -2,12 +2,14 @@
  * The change feed's event streams and long polls on the compiled executable, through Bun's listener: an idle stream
  * outlives a proxy's 10-second idle timeout (heartbeats); a long poll waits past `REQUEST_TIMEOUT` (its endpoint's
  * own wait); and on SIGTERM the streams end once `SHUTDOWN_DELAY` is over, the process exiting without waiting
- * `SHUTDOWN_TIMEOUT` for them.
+ * `SHUTDOWN_TIMEOUT` for them, nor for one whose request comes after; a stream from the start of 100,000 pets, read as
+ * fast as it comes, has every one.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { connect, createServer } from "node:net"
 import { readEvents } from "../support/sse.js"
 import { createKey, scratchDirectory, startPetstore, stopAll } from "./support/petstore.js"
+import { seedPets } from "./support/sqlite.js"
 
 /** A TCP proxy to `port` that cuts a connection after `idleMillis` with nothing sent either way, as proxies do. */
 const idleCuttingProxy = (port: number, idleMillis: number) =>
@@ -112,4 +114,65 @@ describe("the change feed through the listener", () => {
     },
     30_000
   )
+
+  it(
+    "a stream whose request comes once the listener has stopped accepting ends at once; the process does not wait for it",
+    async () => {
+      const database = `${scratchDirectory()}/feed.db`
+      const { key } = createKey(database)
+      const server = await startPetstore({ database, env: { SHUTDOWN_DELAY: "1s", SHUTDOWN_TIMEOUT: "60s" } })
+      // A connection the listener has accepted, its request not yet whole.
+      const socket = connect(server.port, "127.0.0.1")
+      let answer = ""
+      const closed = new Promise<void>((resolve) => {
+        socket.on("data", (chunk) => answer += chunk)
+        socket.on("close", () => resolve())
+        socket.on("error", () => resolve())
+      })
+      await new Promise<void>((resolve) => socket.on("connect", () => resolve()))
+      socket.write(
+        `GET /v1/pets/changes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nAccept: text/event-stream\r\n`
+      )
+      const signalled = Date.now()
+      const exited = server.kill("SIGTERM")
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      socket.write("\r\n")
+      await closed
+      await exited
+      expect(Date.now() - signalled).toBeLessThan(10_000)
+      // Answered, if at all, with a stream that ended without an event.
+      expect(answer).not.toContain("event:")
+    },
+    30_000
+  )
+
+  it("a stream from the start of 100,000 pets, read as fast as it comes, has every one", async () => {
+    const database = `${scratchDirectory()}/feed.db`
+    const { key } = createKey(database)
+    seedPets(database, 100_000)
+    const server = await startPetstore({ database })
+    const response = await fetch(`${server.origin}/v1/pets/changes?after=start`, streamInit(key))
+    const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+    let text = ""
+    let created = 0
+    let last = ""
+    while (created < 100_000 && !text.includes("event: error")) {
+      const read = await reader.read()
+      if (read.done) break
+      text += read.value
+      const end = text.lastIndexOf("\n\n")
+      if (end === -1) continue
+      for (const block of text.slice(0, end).split("\n\n")) {
+        if (block.includes("event: created")) {
+          created++
+          last = block
+        }
+      }
+      text = text.slice(end + 2)
+    }
+    await reader.cancel()
+    expect(text).not.toContain("event: error")
+    expect(created).toBe(100_000)
+    expect(last).toContain(".100000\n")
+  }, 120_000)
 })
