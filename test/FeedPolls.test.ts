@@ -142,7 +142,7 @@ describeBackends((backend: Backend) => {
         expect(idsOf(page)[0]).toBe(a.id)
         const b = yield* create(app, "b")
         for (let i = 0; i < 40 && seen.length < 2; i++) yield* settle
-        expect(seen.map((change) => change.pet.id)).toEqual([a.id, b.id])
+        expect(seen.map((change) => change.pet?.id)).toEqual([a.id, b.id])
         expect(told).toEqual([boom])
       }))
 

@@ -44,6 +44,8 @@ const checkOf = (ast: AST.AST): ((u: unknown) => boolean) | undefined => {
       return (u) => typeof u === "number"
     case "BooleanKeyword":
       return (u) => typeof u === "boolean"
+    case "UnknownKeyword":
+      return () => true
     case "Literal":
       return (u) => u === ast.literal
     case "Union": {
@@ -70,18 +72,26 @@ const checkOf = (ast: AST.AST): ((u: unknown) => boolean) | undefined => {
   }
 }
 
-/** Decodes rows by `row`: checked by its AST where it can be (the rows as they are), else decoded. */
-export const rowsDecoder = <Row>(row: Schema.Schema<Row, any>, what: string) => {
-  const decodeAll = Schema.decodeUnknownEither(Schema.mutable(Schema.Array(row)))
+/** Decodes one row by `row`: checked by its AST where it can be (the row as it is), else decoded. */
+export const rowDecoder = <Row>(row: Schema.Schema<Row, any>) => {
+  const decode = Schema.decodeUnknownEither(row)
   const check = checkOf(row.ast)
-  return (rows: ReadonlyArray<unknown>): Array<Row> => {
-    if (check !== undefined && rows.every(check)) return rows as Array<Row>
-    const decoded = decodeAll(rows)
-    if (Either.isRight(decoded)) return decoded.right
-    throw new Error(
-      `A row of ${what} does not match its schema: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
-    )
-  }
+  return (u: unknown): Either.Either<Row, ParseResult.ParseError> =>
+    check !== undefined && check(u) ? Either.right(u as Row) : decode(u)
+}
+
+/** Decodes rows by `row`; a row that does not decode throws, naming `what` and the schema's complaint. */
+export const rowsDecoder = <Row>(row: Schema.Schema<Row, any>, what: string) => {
+  const check = checkOf(row.ast)
+  const decodeRow = rowDecoder(row)
+  return (rows: ReadonlyArray<unknown>): Array<Row> =>
+    check !== undefined && rows.every(check) ? rows as Array<Row> : rows.map((u) => {
+      const decoded = decodeRow(u)
+      if (Either.isRight(decoded)) return decoded.right
+      throw new Error(
+        `A row of ${what} does not match its schema: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+      )
+    })
 }
 
 /**

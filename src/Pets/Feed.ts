@@ -13,11 +13,23 @@
  * throws, is dropped, and told so; the others are handed every change all the same. The long poll is `FeedPolls.ts`.
  */
 import type { SqlError } from "@effect/sql"
-import { Duration, Effect, Option, Queue, Schedule, type Scope, Stream, SubscriptionRef } from "effect"
+import {
+  Duration,
+  Effect,
+  Either,
+  Option,
+  type ParseResult,
+  Queue,
+  Schedule,
+  type Scope,
+  Stream,
+  SubscriptionRef
+} from "effect"
 import * as Schema from "effect/Schema"
 import { FEED_CHANNEL, Notifications } from "../Database/Notifications.js"
+import { rowDecoder } from "../Database/Statement.js"
 import { statement, Statements } from "../Database/Statements.js"
-import { Pet } from "../Domain/Pet.js"
+import { Pet, PetStatus } from "../Domain/Pet.js"
 
 /** Where the change feed ends: the database's feed id and the last committed position (0: no pet yet). */
 export interface FeedEnd {
@@ -25,9 +37,27 @@ export interface FeedEnd {
   readonly end: number
 }
 
-export interface FeedChange {
-  readonly position: number
-  readonly pet: Pet
+/**
+ * A pet at its position; or, for a row its schema refuses (written around the API), why, in place of the pet. Nothing
+ * passes over a refused row but a follower that starts after it: it is never delivered, and no position moves past it.
+ */
+export type FeedChange =
+  | { readonly position: number; readonly pet: Pet; readonly refused?: undefined; readonly status?: undefined }
+  | {
+    readonly position: number
+    readonly pet?: undefined
+    readonly refused: ParseResult.ParseError
+    /** The row's status, when that much of it decodes. */
+    readonly status: PetStatus | undefined
+  }
+
+/**
+ * Whether a follower with this status filter passes over the change (the id alone moves its position): a pet of
+ * another status, or a refused row whose status is another. A refused row it does not pass over stops it.
+ */
+export const passesOver = (change: FeedChange, status: PetStatus | undefined): boolean => {
+  const of = change.pet?.status ?? change.status
+  return status !== undefined && of !== undefined && of !== status
 }
 
 /** How many pets a feed read takes at a time. */
@@ -47,8 +77,25 @@ export interface Follower {
 
 export const FeedRow = Schema.Struct({ database: Schema.String, end: Schema.Number })
 export type FeedRow = typeof FeedRow.Type
-/** A pet and its position in the feed. */
-const Change = Schema.Struct({ position: Schema.Number, ...Pet.fields })
+/** A pet and its position in the feed: each row is decoded on its own, so that one refused row refuses no other. */
+const Position = Schema.Struct({ position: Schema.Number })
+const decodeChange = rowDecoder(Schema.Struct({ ...Position.fields, ...Pet.fields }))
+const decodePosition = Schema.decodeUnknownSync(Position)
+const decodeStatus = Schema.decodeUnknownOption(Schema.Struct({ status: PetStatus }))
+const changesOf = (rows: ReadonlyArray<unknown>): Array<FeedChange> => {
+  const changes: Array<FeedChange> = []
+  for (const row of rows) {
+    const decoded = decodeChange(row)
+    if (Either.isLeft(decoded)) {
+      const status = Option.getOrUndefined(Option.map(decodeStatus(row), (row) => row.status))
+      changes.push({ position: decodePosition(row).position, refused: decoded.left, status })
+      continue
+    }
+    const { position, ...pet } = decoded.right
+    changes.push({ position, pet })
+  }
+  return changes
+}
 export const feedEndOf = (rows: ReadonlyArray<FeedRow>): FeedEnd => ({
   database: rows[0].database,
   end: Number(rows[0].end)
@@ -63,10 +110,10 @@ const feedStatements = (position: "id" | "position") => ({
     `SELECT (SELECT id FROM feed_meta) AS "database", coalesce(max(${position}), 0) AS "end" FROM pets`,
     FeedRow
   ),
-  CHANGES: statement<typeof Change.Type, [after: number, limit: number]>(
+  CHANGES: statement<unknown, [after: number, limit: number]>(
     `SELECT ${position} AS "position", id, name, category_id AS "categoryId", status FROM pets WHERE ${position} > ? ` +
       `ORDER BY ${position} LIMIT ?`,
-    Change
+    Schema.Unknown
   )
 })
 const ON_SQLITE = feedStatements("id")
@@ -83,11 +130,7 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
     const readEnd = query(END, [], feedEndOf)
     /** The next changes after a position, BATCH at most, from the table. */
     const changesAfter = (after: number): Effect.Effect<ReadonlyArray<FeedChange>, SqlError.SqlError> =>
-      query(
-        CHANGES,
-        [after, BATCH],
-        (rows) => rows.map(({ position, ...pet }): FeedChange => ({ position, pet }))
-      )
+      query(CHANGES, [after, BATCH], changesOf)
 
     /**
      * The followers and where the process's reads stand (`published`: every change up to it has been handed to every

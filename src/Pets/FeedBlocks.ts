@@ -15,7 +15,7 @@ import {
 import { formatPosition } from "../Domain/Feed.js"
 import { Pet, type PetStatus } from "../Domain/Pet.js"
 import * as ServerSentEvents from "../ServerSentEvents.js"
-import type { FeedChange } from "./Feed.js"
+import { type FeedChange, passesOver } from "./Feed.js"
 
 /** How long a client waits before it reconnects (`retry:`). */
 const RECONNECT_AFTER = Duration.seconds(2)
@@ -64,20 +64,21 @@ export const EVENT_FAILED = errorEvent(
 
 /**
  * A change's event for a stream with this status filter: `created` with the pet, or an id alone for a pet the filter
- * passes over. Each is encoded at its first write and shared by every stream it is written to; `created` throws for a
- * pet its schema refuses (the id alone does not need it).
+ * passes over. Each is encoded at its first write and shared by every stream it is written to. It throws for a row
+ * its schema refuses (`FeedChange.refused`) that the filter does not pass over (`passesOver`).
  */
 export const makeBlockOf = () => {
   const created = new WeakMap<FeedChange, Uint8Array>()
   const passed = new WeakMap<FeedChange, Uint8Array>()
   return (database: string, change: FeedChange, status: PetStatus | undefined) => {
-    const matches = status === undefined || change.pet.status === status
-    const encoded = matches ? created : passed
+    const pet = passesOver(change, status) ? undefined : change.pet
+    if (pet === undefined && change.refused !== undefined && !passesOver(change, status)) throw change.refused
+    const encoded = pet === undefined ? passed : created
     let block = encoded.get(change)
     if (block === undefined) {
       const id = formatPosition(database, change.position)
       block = ServerSentEvents.encode(
-        ServerSentEvents.event(matches ? { id, event: "created", data: encodePet(change.pet) } : { id })
+        ServerSentEvents.event(pet === undefined ? { id } : { id, event: "created", data: encodePet(pet) })
       )
       encoded.set(change, block)
     }

@@ -14,7 +14,7 @@
  * ends the page before it; a page that would begin with it is a defect (a 500, logged with the refusal), sent again
  * until the row is mended: the poll never skips it.
  */
-import { type Chunk, Deferred, Duration, Effect, Either, Exit, Queue, Schema, Stream, SubscriptionRef } from "effect"
+import { type Chunk, Deferred, Duration, Effect, Exit, Queue, Stream, SubscriptionRef } from "effect"
 import { CurrentApiKey } from "../Auth/Api.js"
 import { ApiKeys, RECHECK_AFTER } from "../Auth/ApiKeys.js"
 import { refuseInvalidKey } from "../Auth/Http.js"
@@ -24,7 +24,7 @@ import { type ChangesQuery, formatPosition, resumeFrom, WAIT_DEFAULT } from "../
 import { LIMIT_DEFAULT, Pet, type PetStatus } from "../Domain/Pet.js"
 import { Lifecycle } from "../Operations/Lifecycle.js"
 import { orUnavailable } from "../Unavailable.js"
-import { BATCH, type FeedChange, type FeedEnd, PetsFeed } from "./Feed.js"
+import { BATCH, type FeedChange, type FeedEnd, passesOver, PetsFeed } from "./Feed.js"
 
 /** A filtered poll scans at most SCAN_MAX pets per request. */
 const SCAN_MAX = 1_000
@@ -35,8 +35,6 @@ const POLL_QUEUE = 1_000
  * revocation ends the wait within a second (at once, at the next look, when this process made it).
  */
 const RECHECK_EVERY = Duration.millis(Duration.toMillis(RECHECK_AFTER) / 2)
-
-const validatePet = Schema.validateEither(Pet)
 
 interface PollOptions {
   readonly limit: number
@@ -51,7 +49,7 @@ interface PollOptions {
  * what it answers.
  */
 const pageFrom = (after: number, { limit, status }: PollOptions) => {
-  const changes: Array<FeedChange> = []
+  const changes: Array<FeedChange & { readonly pet: Pet }> = []
   let next = after
   let scanned = 0
   let refused: { readonly position: number; readonly error: unknown } | undefined
@@ -60,10 +58,9 @@ const pageFrom = (after: number, { limit, status }: PollOptions) => {
     take: (chunk: Iterable<FeedChange>): boolean => {
       for (const change of chunk) {
         if (change.position <= next) continue
-        if (status === undefined || change.pet.status === status) {
-          const checked = validatePet(change.pet)
-          if (Either.isLeft(checked)) {
-            refused = { position: change.position, error: checked.left }
+        if (!passesOver(change, status)) {
+          if (change.refused !== undefined) {
+            refused = { position: change.position, error: change.refused }
             return false
           }
           changes.push(change)
@@ -182,14 +179,15 @@ export class FeedPolls extends Effect.Service<FeedPolls>()("Pets/FeedPolls", {
         const end = yield* orUnavailable(feed.feedEnd)
         const after = resumeFrom(query.after ?? "now", end)
         if (after === undefined) return yield* feedPositionGone()
-        const page: { changes: ReadonlyArray<FeedChange>; next: number; waited: boolean } = yield* orUnavailable(
-          follow(key, after, {
-            limit: query.limit ?? LIMIT_DEFAULT,
-            status: query.status,
-            millis: (query.wait ?? WAIT_DEFAULT) * 1_000,
-            end
-          })
-        )
+        const page: { changes: ReadonlyArray<FeedChange & { readonly pet: Pet }>; next: number; waited: boolean } =
+          yield* orUnavailable(
+            follow(key, after, {
+              limit: query.limit ?? LIMIT_DEFAULT,
+              status: query.status,
+              millis: (query.wait ?? WAIT_DEFAULT) * 1_000,
+              end
+            })
+          )
         // A poll that waited answers only a key that still holds.
         if (page.waited && (yield* keys.isRevoked(key))) return yield* refuseInvalidKey
         return {
