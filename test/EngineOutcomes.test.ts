@@ -1,0 +1,158 @@
+/**
+ * The outcomes a handler can have, served by the engine as the library's own server serves them from the same
+ * declaration and registration: a request's own `Scope` (what a handler acquires, adds as a finalizer or forks in it
+ * is released when its answer is made, a streamed body's when the stream ends).
+ */
+import {
+  HttpApi,
+  HttpApiBuilder,
+  HttpApiEndpoint,
+  type HttpApiError,
+  HttpApiGroup,
+  HttpServerResponse
+} from "@effect/platform"
+import { describe, expect, it } from "@effect/vitest"
+import { Cause, Context, Duration, Effect, Exit, type Fiber, Layer, Logger, Option, Schema, Stream } from "effect"
+import * as Sql from "../src/Database/Sql.js"
+import { RegisteredGroups, registerGroup } from "../src/Serving/Registration.js"
+import { WebHandler, webHandlerFrom } from "../src/Serving/WebHandler.js"
+import { ORIGIN } from "./support/http.js"
+import { referenceServer } from "./support/reference.js"
+
+class OutcomesApi extends HttpApiGroup.make("outcomes", { topLevel: true })
+  .add(HttpApiEndpoint.get("acquired", "/acquired").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("finalized", "/finalized").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("forkedScoped", "/forked-scoped").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("streamedScoped", "/streamed-scoped").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("heldScoped", "/held-scoped").addSuccess(Schema.String))
+{}
+const TestApi = HttpApi.make("outcomes").add(OutcomesApi)
+
+/** What the handlers did with their request's scope: each count goes up once per request. */
+const makeEvents = () => ({ acquired: 0, released: 0, finalized: 0, forked: [] as Array<Fiber.RuntimeFiber<never>> })
+type Events = ReturnType<typeof makeEvents>
+
+const registerOutcomes = (events: Events) =>
+(
+  handlers: HttpApiBuilder.Handlers.FromGroup<HttpApiError.HttpApiDecodeError, never, typeof OutcomesApi>
+) => {
+  const resource = Effect.acquireRelease(
+    Effect.sync(() => events.acquired++),
+    () => Effect.sync(() => events.released++)
+  )
+  return handlers
+    .handle("acquired", () => Effect.as(resource, "acquired"))
+    .handle("finalized", () => Effect.as(Effect.addFinalizer(() => Effect.sync(() => events.finalized++)), "added"))
+    .handle("forkedScoped", () =>
+      Effect.map(Effect.forkScoped(Effect.never), (fiber) => {
+        events.forked.push(fiber)
+        return "forked"
+      }))
+    .handle("heldScoped", () => Effect.zipRight(resource, Effect.never))
+    .handle("streamedScoped", () =>
+      Effect.map(resource, () =>
+        HttpServerResponse.stream(
+          Stream.make("released ", "after ").pipe(
+            Stream.concat(Stream.fromEffect(Effect.sync(() => `${events.released}`))),
+            Stream.encodeText
+          )
+        )))
+}
+
+type Server = (request: Request) => Response | Promise<Response>
+
+/** The engine and the library's own server, each on the registration with events of its own. */
+const serversWith = (requestTimeout?: Duration.Duration) =>
+  Effect.gen(function*() {
+    const lines: Array<{ readonly message: unknown; readonly cause: string }> = []
+    const logger = Logger.make(({ cause, message }) => {
+      lines.push({ message: Array.isArray(message) ? message[0] : message, cause: Cause.pretty(cause) })
+    })
+    const engineEvents = makeEvents()
+    const engine = yield* Effect.map(
+      Layer.build(
+        webHandlerFrom(
+          Layer.scoped(
+            RegisteredGroups,
+            Effect.all([registerGroup(TestApi, "outcomes", registerOutcomes(engineEvents))])
+          ),
+          { corsOrigins: Option.none(), requestTimeout }
+        ).pipe(Layer.provide(Sql.SqlTest))
+      ),
+      (context) => Context.get(context, WebHandler)
+    ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    const libraryEvents = makeEvents()
+    const library = yield* referenceServer(
+      HttpApiBuilder.api(TestApi).pipe(
+        Layer.provide(HttpApiBuilder.group(TestApi, "outcomes", registerOutcomes(libraryEvents)))
+      )
+    )
+    return {
+      lines,
+      both: [["engine", engine, engineEvents], ["library", library, libraryEvents]] as ReadonlyArray<
+        readonly [string, Server, Events]
+      >
+    }
+  })
+const servers = serversWith()
+
+const send = (server: Server, path: string, init: RequestInit = {}) =>
+  Effect.promise(async () => {
+    const response = await server(new Request(`${ORIGIN}${path}`, init))
+    return { status: response.status, body: await response.text(), headers: response.headers }
+  })
+
+describe("a request's own scope, on the engine as on the library's server", () => {
+  it.scopedLive("what a handler acquires, adds as a finalizer or forks in its scope ends with each request", () =>
+    Effect.gen(function*() {
+      for (const [name, server, events] of (yield* servers).both) {
+        for (let i = 1; i <= 2; i++) {
+          for (const path of ["/acquired", "/finalized", "/forked-scoped"]) {
+            expect((yield* send(server, path)).status, `${name} ${path}`).toBe(200)
+          }
+          yield* Effect.sleep("5 millis")
+          const { acquired, finalized, forked, released } = events
+          expect({ acquired, released, finalized }, `${name}, request ${i}`).toEqual({
+            acquired: i,
+            released: i,
+            finalized: i
+          })
+          // Each forked fiber was interrupted with its request's scope.
+          expect(forked.map((fiber) => Option.map(Option.fromNullable(fiber.unsafePoll()), Exit.isInterrupted)))
+            .toEqual(forked.map(() => Option.some(true)))
+        }
+      }
+    }))
+
+  it.scopedLive("a streamed body keeps its request's scope open until the stream ends", () =>
+    Effect.gen(function*() {
+      for (const [name, server, events] of (yield* servers).both) {
+        const response = yield* Effect.promise(async () => server(new Request(`${ORIGIN}/streamed-scoped`)))
+        expect(response.status, name).toBe(200)
+        // The resource is held while the body streams (its last part reads the count), released once it has ended.
+        expect(yield* Effect.promise(() => response.text()), name).toBe("released after 0")
+        yield* Effect.sleep("5 millis")
+        expect({ acquired: events.acquired, released: events.released }, name).toEqual({ acquired: 1, released: 1 })
+      }
+    }))
+
+  it.scopedLive("a request interrupted from outside releases what it holds: its client gone, its deadline", () =>
+    Effect.gen(function*() {
+      for (const [name, server, events] of (yield* serversWith(Duration.millis(100))).both) {
+        const controller = new AbortController()
+        const pending = Promise.resolve(server(new Request(`${ORIGIN}/held-scoped`, { signal: controller.signal })))
+          .catch(() => undefined)
+        yield* Effect.sleep("20 millis")
+        expect(events.acquired, name).toBe(1)
+        controller.abort()
+        yield* Effect.promise(() => pending)
+        yield* Effect.sleep("5 millis")
+        expect(events.released, `${name}, its client gone`).toBe(1)
+        if (name === "engine") {
+          // The library's server has no deadline of its own.
+          expect((yield* send(server, "/held-scoped")).status).toBe(503)
+          expect(events, "engine, past its deadline").toMatchObject({ acquired: 2, released: 2 })
+        }
+      }
+    }))
+})
