@@ -19,12 +19,17 @@ import { WebHandler, webHandlerFrom } from "../src/Serving/WebHandler.js"
 import { ORIGIN } from "./support/http.js"
 import { referenceServer } from "./support/reference.js"
 
+const Item = Schema.Struct({ id: Schema.Int, name: Schema.String })
+
 class OutcomesApi extends HttpApiGroup.make("outcomes", { topLevel: true })
   .add(HttpApiEndpoint.get("acquired", "/acquired").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("finalized", "/finalized").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("forkedScoped", "/forked-scoped").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("streamedScoped", "/streamed-scoped").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("heldScoped", "/held-scoped").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("extraField", "/extra-field").addSuccess(Item))
+  .add(HttpApiEndpoint.get("extraFields", "/extra-fields").addSuccess(Schema.Array(Item)))
+  .add(HttpApiEndpoint.get("refusedValue", "/refused-value").addSuccess(Item))
 {}
 const TestApi = HttpApi.make("outcomes").add(OutcomesApi)
 
@@ -48,6 +53,10 @@ const registerOutcomes = (events: Events) =>
         events.forked.push(fiber)
         return "forked"
       }))
+    // A row with a column the schema does not name, its fields in another order; a value the schema refuses.
+    .handle("extraField", () => Effect.succeed({ secret: "s3cret", name: "one", id: 1 }))
+    .handle("extraFields", () => Effect.succeed([{ secret: "s3cret", name: "one", id: 1 }]))
+    .handle("refusedValue", () => Effect.succeed({ id: 1.5, name: "half" }))
     .handle("heldScoped", () => Effect.zipRight(resource, Effect.never))
     .handle("streamedScoped", () =>
       Effect.map(resource, () =>
@@ -154,5 +163,36 @@ describe("a request's own scope, on the engine as on the library's server", () =
           expect(events, "engine, past its deadline").toMatchObject({ acquired: 2, released: 2 })
         }
       }
+    }))
+})
+
+describe("a success is what its schema encodes", () => {
+  it.scopedLive("no field the schema does not name reaches a client, on the engine as on the library's server", () =>
+    Effect.gen(function*() {
+      for (const [name, server] of (yield* servers).both) {
+        expect(yield* send(server, "/extra-field"), name).toMatchObject({
+          status: 200,
+          body: "{\"id\":1,\"name\":\"one\"}"
+        })
+        expect(yield* send(server, "/extra-fields"), name).toMatchObject({
+          status: 200,
+          body: "[{\"id\":1,\"name\":\"one\"}]"
+        })
+      }
+    }))
+
+  it.scopedLive("a value the schema refuses is never a 200: a 500 on the engine, logged with why", () =>
+    Effect.gen(function*() {
+      const { both, lines } = yield* servers
+      const [[, engine], [, library]] = both
+      expect(yield* send(engine, "/refused-value")).toMatchObject({
+        status: 500,
+        body: expect.stringContaining("internal_error")
+      })
+      const logged = lines.filter((line) => line.message === "unexpected failure")
+      expect(logged).toHaveLength(1)
+      expect(logged[0].cause).toContain("Expected an integer, actual 1.5")
+      // The library's server answers it as a request it could not decode, a 400: a client is not at fault here.
+      expect((yield* send(library, "/refused-value")).status).toBe(400)
     }))
 })

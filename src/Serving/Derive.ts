@@ -12,29 +12,10 @@ import { type HttpApi, type HttpApiEndpoint, type HttpApiGroup, HttpApiSchema } 
 import { Context, Duration, Effect, Either, Option, type ParseResult, Schema } from "effect"
 import type * as AST from "effect/SchemaAST"
 import { LongPoll } from "../Domain/LongPoll.js"
+import { makeEncodeJson } from "./Encode.js"
 import type { AnyHandler } from "./Handlers.js"
 import { makeMiddleware } from "./Middleware.js"
 import type { RegisteredGroup } from "./Registration.js"
-
-/** Whether encoding a value of this schema changes it (else the value is its own JSON form). */
-const transforms = (ast: AST.AST): boolean => {
-  switch (ast._tag) {
-    case "Transformation":
-    case "Declaration":
-    case "Suspend":
-      return true
-    case "Refinement":
-      return transforms(ast.from)
-    case "TypeLiteral":
-      return [...ast.propertySignatures, ...ast.indexSignatures].some((p) => transforms(p.type))
-    case "TupleType":
-      return [...ast.elements, ...ast.rest].some((e) => transforms(e.type))
-    case "Union":
-      return ast.types.some(transforms)
-    default:
-      return false
-  }
-}
 
 /** The struct a query or headers schema decodes (the only form HttpApi reads them in), if it is one. */
 const structOf = (ast: AST.AST): AST.TypeLiteral | undefined => {
@@ -106,7 +87,7 @@ const makeRoute = (
     ? []
     : structOf(endpoint.headersSchema.value.ast)!.propertySignatures.map((p) => String(p.name).toLowerCase())
   const decodeDeclared = decoder(endpoint.headersSchema)
-  const encode = Schema.encodeSync(success as Schema.Schema<unknown, unknown>)
+  const encodeJson = makeEncodeJson(success)
   return {
     group: group.identifier,
     name: endpoint.name,
@@ -139,18 +120,14 @@ const makeRoute = (
       onSome: Duration.toMillis
     }),
     successStatus: HttpApiSchema.getStatusSuccess(success),
-    /** The success's JSON text, or null for an empty body. */
-    encodeSuccess: success.ast._tag === "VoidKeyword"
-      ? () => null
-      : transforms(success.ast)
-      ? (value: unknown) => JSON.stringify(encode(value))
-      : (value: unknown): string | null => JSON.stringify(value),
+    /** The success's JSON text as its schema encodes it (null for an empty body), or why the schema refuses it. */
+    encodeSuccess: success.ast._tag === "VoidKeyword" ? () => Either.right(null) : encodeJson,
     /** Each declared error, with its status; the first whose type the failure is encodes it. */
     failures: [...membersOf(endpoint.errorSchema, group.errorSchema, api.errorSchema)].map((schema) => ({
       schema,
       status: HttpApiSchema.getStatusError(schema),
       is: Schema.is(schema),
-      encode: Schema.encodeSync(schema as Schema.Schema<unknown, unknown>)
+      encode: Schema.encodeEither(schema as Schema.Schema<unknown, unknown>)
     }))
   }
 }

@@ -4,7 +4,7 @@
  * per route; what varies by request is read from the fiber's context (`RequestInput`).
  */
 import { HttpApp, HttpBody, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Context, Effect, Exit, HashSet, Option, Scope, Stream } from "effect"
+import { Cause, Context, Effect, Exit, HashSet, Option, Scope, Stream } from "effect"
 import { CurrentResponseHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer, type Served } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
@@ -89,9 +89,9 @@ export const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
     Effect.withFiberRuntime((fiber): Effect.Effect<Served> => {
       const input = Context.unsafeGet(fiber.currentContext, RequestInput)
       const made = answerFromExit(route, exit, input.log.annotations)
-      if (made !== undefined) return finishAnswer(fiber, input, made)
+      if (!Cause.isCause(made)) return finishAnswer(fiber, input, made)
       return Effect.zipRight(
-        Effect.logError("unexpected failure", Exit.isFailure(exit) ? exit.cause : undefined),
+        Effect.logError("unexpected failure", made),
         Effect.suspend(() => finishAnswer(fiber, input, refusalAnswer(Refusals.internalError, input.log.annotations)))
       )
     })
