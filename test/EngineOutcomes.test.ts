@@ -30,6 +30,13 @@ class OutcomesApi extends HttpApiGroup.make("outcomes", { topLevel: true })
   .add(HttpApiEndpoint.get("extraField", "/extra-field").addSuccess(Item))
   .add(HttpApiEndpoint.get("extraFields", "/extra-fields").addSuccess(Schema.Array(Item)))
   .add(HttpApiEndpoint.get("refusedValue", "/refused-value").addSuccess(Item))
+  .add(HttpApiEndpoint.get("ownParseError", "/own-parse-error").addSuccess(Schema.Int))
+  .add(HttpApiEndpoint.get("selfInterrupted", "/self-interrupted").addSuccess(Schema.String))
+  .add(
+    HttpApiEndpoint.post("signed", "/signed").setPayload(Schema.Struct({ name: Schema.String })).addSuccess(
+      Schema.Struct({ name: Schema.String, sent: Schema.String })
+    )
+  )
 {}
 const TestApi = HttpApi.make("outcomes").add(OutcomesApi)
 
@@ -57,6 +64,13 @@ const registerOutcomes = (events: Events) =>
     .handle("extraField", () => Effect.succeed({ secret: "s3cret", name: "one", id: 1 }))
     .handle("extraFields", () => Effect.succeed([{ secret: "s3cret", name: "one", id: 1 }]))
     .handle("refusedValue", () => Effect.succeed({ id: 1.5, name: "half" }))
+    // A failure the declaration does not name, as a handler that decodes something itself may fail.
+    .handle("ownParseError", () => Schema.decodeUnknown(Schema.Int)("not a number") as Effect.Effect<number>)
+    .handle("selfInterrupted", () => Effect.interrupt)
+    .handle(
+      "signed",
+      ({ payload, request }) => Effect.map(Effect.orDie(request.text), (sent) => ({ name: payload.name, sent }))
+    )
     .handle("heldScoped", () => Effect.zipRight(resource, Effect.never))
     .handle("streamedScoped", () =>
       Effect.map(resource, () =>
@@ -194,5 +208,28 @@ describe("a success is what its schema encodes", () => {
       expect(logged[0].cause).toContain("Expected an integer, actual 1.5")
       // The library's server answers it as a request it could not decode, a 400: a client is not at fault here.
       expect((yield* send(library, "/refused-value")).status).toBe(400)
+    }))
+})
+
+describe("the outcomes the library's server has, the engine has", () => {
+  it.scopedLive("a handler's own ParseError, a handler that interrupts itself, a handler that reads the body as sent", () =>
+    Effect.gen(function*() {
+      const [[, engine], [, library]] = (yield* servers).both
+      const sent = "{ \"name\": \"Rex\" }"
+      const requests: ReadonlyArray<readonly [string, RequestInit?]> = [
+        ["/own-parse-error"],
+        ["/self-interrupted"],
+        ["/signed", { method: "POST", headers: { "content-type": "application/json" }, body: sent }]
+      ]
+      const statuses: Array<number> = []
+      for (const [path, init] of requests) {
+        const [ours, theirs] = [yield* send(engine, path, init), yield* send(library, path, init)]
+        statuses.push(ours.status)
+        expect(ours.status, path).toBe(theirs.status)
+        // The library's 503 has no body; the engine's is its Error object.
+        if (ours.status !== 503) expect(ours.body, path).toBe(theirs.body)
+      }
+      expect(statuses).toEqual([400, 503, 200])
+      expect(JSON.parse((yield* send(engine, ...requests[2])).body)).toEqual({ name: "Rex", sent })
     }))
 })

@@ -8,8 +8,8 @@
  * Deriving is pure: it returns the routes and, for every endpoint it could not serve exactly as `HttpApiBuilder` would,
  * the reason; the engine then refuses to start.
  */
-import { type HttpApi, type HttpApiEndpoint, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
-import { Context, Duration, Effect, Either, Option, type ParseResult, Schema } from "effect"
+import { type HttpApi, type HttpApiEndpoint, HttpApiError, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { Context, Duration, Effect, Either, Option, ParseResult, Schema } from "effect"
 import type * as AST from "effect/SchemaAST"
 import { LongPoll } from "../Domain/LongPoll.js"
 import { makeEncodeJson } from "./Encode.js"
@@ -158,7 +158,10 @@ export const deriveRoutes = (groups: ReadonlyArray<RegisteredGroup>) => {
       if (reason !== undefined) unserved.push({ endpoint: `${group.identifier}.${endpoint.name}`, reason })
       else {
         const middleware = declared.map((tag) => makeMiddleware(tag, Context.unsafeGet(context, tag as never)))
-        const handler = item.handler as AnyHandler
+        // A handler's own ParseError is answered as HttpApiBuilder answers it: the declared HttpApiDecodeError.
+        const own = item.handler as AnyHandler
+        const handler: AnyHandler = (request) =>
+          Effect.catchIf(own(request), ParseResult.isParseError, HttpApiError.HttpApiDecodeError.refailParseError)
         routes.push(makeRoute(api, group, endpoint, {
           handler: item.uninterruptible ? (request) => Effect.uninterruptible(handler(request)) : handler,
           middleware,

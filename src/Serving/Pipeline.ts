@@ -15,7 +15,7 @@
  * driver) is answered at once; any other joins the pipeline's `FiberSet`, owned by the server's scope, and is awaited.
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Context, Duration, Either, Exit, FiberSet, ParseResult, Runtime, Tracer } from "effect"
+import { Context, Duration, Effect, Either, Exit, FiberSet, ParseResult, Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Operations/Logging.js"
 import { refusalAnswer, type Served } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
@@ -111,6 +111,8 @@ export const makePipeline = (
   return (route: EndpointRoute, input: PipelineRequest): Served | Promise<Served> => {
     const { program, services: base } = prepared.get(route)!
     const request = HttpServerRequest.fromWeb(input.request)
+    // The body as sent, for a handler that reads it (a signature, an audit): the gate has read it already.
+    if (input.body !== undefined) Object.defineProperty(request, "text", { value: Effect.succeed(input.body.text) })
     const log = { requestId: input.requestId, annotations: {} }
     const services = new Map(base)
     services.set(RequestInput.key, { request, log, decoded: decodeRequest(route, input, request) })

@@ -90,9 +90,11 @@ export const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
       const input = Context.unsafeGet(fiber.currentContext, RequestInput)
       const made = answerFromExit(route, exit, input.log.annotations)
       if (!Cause.isCause(made)) return finishAnswer(fiber, input, made)
+      // A request that interrupted itself is a 503, as the library's server answers it; anything else a 500.
+      const refusal = Cause.isInterruptedOnly(made) ? Refusals.interrupted : Refusals.internalError
       return Effect.zipRight(
         Effect.logError("unexpected failure", made),
-        Effect.suspend(() => finishAnswer(fiber, input, refusalAnswer(Refusals.internalError, input.log.annotations)))
+        Effect.suspend(() => finishAnswer(fiber, input, refusalAnswer(refusal, input.log.annotations)))
       )
     })
   return Effect.flatMap(

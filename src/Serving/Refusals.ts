@@ -83,6 +83,13 @@ export const internalError = refusal(
 /** A request whose client went away before its answer: the answer reaches no one; its log line says what happened. */
 export const clientGone = refusal(499, "client_closed_request", "The client closed the request before its answer.")
 export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.", UNAVAILABLE_HEADERS)
+/** A request whose own effects interrupted it before it had an answer. */
+export const interrupted = refusal(
+  503,
+  "unavailable",
+  "The request was interrupted before its answer; try again shortly.",
+  UNAVAILABLE_HEADERS
+)
 export const deadlineExceeded = refusal(
   503,
   "unavailable",
