@@ -233,3 +233,19 @@ describe("the outcomes the library's server has, the engine has", () => {
       expect(JSON.parse((yield* send(engine, ...requests[2])).body)).toEqual({ name: "Rex", sent })
     }))
 })
+
+describe("a body that is not what the endpoint takes", () => {
+  it.scopedLive("is refused with what that endpoint's payload is, derived from its schema", () =>
+    Effect.gen(function*() {
+      const [[, engine]] = (yield* servers).both
+      const answer = yield* send(engine, "/signed", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "[]"
+      })
+      expect({ status: answer.status, body: JSON.parse(answer.body) }).toEqual({
+        status: 400,
+        body: { code: "invalid_body", message: "The request body must be a JSON object with a name.", status: 400 }
+      })
+    }))
+})

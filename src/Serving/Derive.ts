@@ -10,7 +10,7 @@
  */
 import { type HttpApi, type HttpApiEndpoint, HttpApiError, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Context, Duration, Effect, Either, Option, ParseResult, Schema } from "effect"
-import type * as AST from "effect/SchemaAST"
+import * as AST from "effect/SchemaAST"
 import { LongPoll } from "../Domain/LongPoll.js"
 import { makeEncodeJson } from "./Encode.js"
 import type { AnyHandler } from "./Handlers.js"
@@ -28,6 +28,22 @@ const isArrayLike = (ast: AST.AST): boolean =>
   ast._tag === "TupleType" ||
   (ast._tag === "Union" && ast.types.some(isArrayLike)) ||
   ((ast._tag === "Refinement" || ast._tag === "Transformation") && isArrayLike(ast.from))
+
+/**
+ * What a payload must be, for the refusal of a body that is not: "a JSON object with a name and a categoryId" (its
+ * required fields as sent, in the schema's order), or the encoded schema's own description.
+ */
+const bodyShape = (schema: Option.Option<Schema.Schema.Any>): string => {
+  if (Option.isNone(schema)) return "empty"
+  let ast = AST.encodedAST(schema.value.ast)
+  while (ast._tag === "Refinement") ast = ast.from
+  if (ast._tag !== "TypeLiteral") return `JSON of the form ${String(ast)}`
+  const names = ast.propertySignatures.filter((p) => !p.isOptional).map((p) =>
+    `${/^[aeiou]/i.test(String(p.name)) ? "an" : "a"} ${String(p.name)}`
+  )
+  const listed = names.length <= 1 ? names.join("") : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`
+  return listed === "" ? "a JSON object" : `a JSON object with ${listed}`
+}
 
 type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
 
@@ -108,6 +124,8 @@ const makeRoute = (
       return decodeDeclared(declared)
     }),
     decodePayload: decoder(endpoint.payloadSchema, { errors: "all" }),
+    /** What the payload must be, for the refusal of a body that is not (`Refusals.decodeFailure`). */
+    bodyShape: bodyShape(endpoint.payloadSchema),
     /** The request headers the endpoint declares (lower case, as HttpApi reads them). */
     headerNames,
     /** The middleware in the order they run (the first is the outermost, as HttpApi nests them). */

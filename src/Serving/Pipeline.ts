@@ -58,7 +58,9 @@ const decodeRequest = (
   const decoded: DecodedRequest = { request }
   const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) => {
     const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-    return new Refusals.Refused(Refusals.decodeFailure(part, issues, (name) => Array.isArray(input.query[name])))
+    return new Refusals.Refused(
+      Refusals.decodeFailure(part, issues, (name) => Array.isArray(input.query[name]), route.bodyShape)
+    )
   }
   if (route.decodePath !== undefined) {
     const params = percentDecoded(input.params)
