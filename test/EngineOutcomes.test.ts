@@ -26,6 +26,11 @@ class OutcomesApi extends HttpApiGroup.make("outcomes", { topLevel: true })
   .add(HttpApiEndpoint.get("finalized", "/finalized").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("forkedScoped", "/forked-scoped").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("streamedScoped", "/streamed-scoped").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("changes", "/pets/changes").addSuccess(Schema.String))
+  .add(
+    HttpApiEndpoint.del("removePet", "/pets/:petId").setPath(Schema.Struct({ petId: Schema.NumberFromString }))
+      .addSuccess(Schema.String)
+  )
   .add(HttpApiEndpoint.get("heldScoped", "/held-scoped").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("extraField", "/extra-field").addSuccess(Item))
   .add(HttpApiEndpoint.get("extraFields", "/extra-fields").addSuccess(Schema.Array(Item)))
@@ -71,6 +76,8 @@ const registerOutcomes = (events: Events) =>
       "signed",
       ({ payload, request }) => Effect.map(Effect.orDie(request.text), (sent) => ({ name: payload.name, sent }))
     )
+    .handle("changes", () => Effect.succeed("changes"))
+    .handle("removePet", ({ path }) => Effect.succeed(`removed ${path.petId}`))
     .handle("heldScoped", () => Effect.zipRight(resource, Effect.never))
     .handle("streamedScoped", () =>
       Effect.map(resource, () =>
@@ -246,6 +253,25 @@ describe("a body that is not what the endpoint takes", () => {
       expect({ status: answer.status, body: JSON.parse(answer.body) }).toEqual({
         status: 400,
         body: { code: "invalid_body", message: "The request body must be a JSON object with a name.", status: 400 }
+      })
+    }))
+})
+
+describe("route precedence where a parameter path and an exact path overlap under different methods", () => {
+  it.scopedLive("each method is routed as the library's router routes it", () =>
+    Effect.gen(function*() {
+      const [[, engine], [, library]] = (yield* servers).both
+      for (const [method, path] of [["DELETE", "/pets/changes"], ["GET", "/pets/changes"], ["DELETE", "/pets/5"]]) {
+        const [ours, theirs] = [yield* send(engine, path, { method }), yield* send(library, path, { method })]
+        expect(ours.status, `${method} ${path}`).toBe(theirs.status)
+        if (ours.status === 200) expect(ours.body).toBe(theirs.body)
+      }
+      expect((yield* send(engine, "/pets/changes", { method: "DELETE" })).status).toBe(400)
+      // A method neither has: 405, allowing what either serves.
+      const patch = yield* send(engine, "/pets/changes", { method: "PATCH" })
+      expect({ status: patch.status, allow: patch.headers.get("allow") }).toEqual({
+        status: 405,
+        allow: "GET, HEAD, DELETE"
       })
     }))
 })
