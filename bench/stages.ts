@@ -146,7 +146,7 @@ const program = Effect.gen(function*() {
         Gate.bodyPlan(false, request)
       })
     ],
-    ["route table: path and match", cpu(() => table.match(pathOf(request.url)))],
+    ["route table: path and match", cpu(() => table.match(pathOf(request.url), request.method))],
     ["query: read (list)", cpu(() => queryOf("http://127.0.0.1:8080/v1/pets?limit=20&status=sold"))],
     ["decode: path (get one)", cpu(() => getPet.decodePath!({ petId: "5000" }))],
     ["decode: query (list)", cpu(() => listPets.decodeQuery!({ limit: "20", status: "sold" }))],

@@ -3,7 +3,7 @@
  * it), and how the pipeline makes one from the outcome of a request.
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Cause, Exit, Option } from "effect"
+import { Cause, Either, Exit, Option } from "effect"
 import type { EndpointRoute } from "./Derive.js"
 import * as Refusals from "./Refusals.js"
 
@@ -38,24 +38,29 @@ export const refusalAnswer = (refusal: Refusals.Refusal, annotations?: Readonly<
 }
 
 /**
- * The answer a finished request gives: its success as the endpoint encodes it (a response the handler made is kept as
- * it is), a refusal, a declared error as the endpoint encodes it; else `undefined`: a failure nobody declared, a cause
- * with a defect anywhere in it, or an interruption the request's own effects made (each a bug, logged whole).
+ * The answer a finished request gives: its success as the endpoint's schema encodes it (a response the handler made is
+ * kept as it is), a refusal, a declared error as the endpoint encodes it; else the cause to log with a 500: a failure
+ * nobody declared, a cause with a defect anywhere in it, an interruption the request's own effects made, or a success
+ * or declared error its schema refuses to encode (each a bug).
  */
 export const answerFromExit = (
   route: EndpointRoute,
   exit: Exit.Exit<unknown, unknown>,
   annotations: Readonly<Record<string, unknown>>
-): Answer | HttpServerResponse.HttpServerResponse | undefined => {
+): Answer | HttpServerResponse.HttpServerResponse | Cause.Cause<unknown> => {
   if (Exit.isSuccess(exit)) {
-    return HttpServerResponse.isServerResponse(exit.value)
-      ? exit.value
-      : json(route.successStatus, route.encodeSuccess(exit.value), annotations)
+    if (HttpServerResponse.isServerResponse(exit.value)) return exit.value
+    const encoded = route.encodeSuccess(exit.value)
+    return Either.isRight(encoded) ? json(route.successStatus, encoded.right, annotations) : Cause.die(encoded.left)
   }
-  if (Cause.isDie(exit.cause)) return undefined
+  if (Cause.isDie(exit.cause)) return exit.cause
   const failure = Cause.failureOption(exit.cause)
-  if (Option.isNone(failure)) return undefined
+  if (Option.isNone(failure)) return exit.cause
   if (failure.value instanceof Refusals.Refused) return refusalAnswer(failure.value.refusal, annotations)
   const declared = route.failures.find((candidate) => candidate.is(failure.value))
-  return declared && json(declared.status, JSON.stringify(declared.encode(failure.value)), annotations)
+  if (declared === undefined) return exit.cause
+  const encoded = declared.encode(failure.value)
+  return Either.isRight(encoded)
+    ? json(declared.status, JSON.stringify(encoded.right), annotations)
+    : Cause.sequential(exit.cause, Cause.die(encoded.left))
 }

@@ -8,33 +8,14 @@
  * Deriving is pure: it returns the routes and, for every endpoint it could not serve exactly as `HttpApiBuilder` would,
  * the reason; the engine then refuses to start.
  */
-import { type HttpApi, type HttpApiEndpoint, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
-import { Context, Duration, Effect, Either, Option, type ParseResult, Schema } from "effect"
-import type * as AST from "effect/SchemaAST"
+import { type HttpApi, type HttpApiEndpoint, HttpApiError, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { Context, Duration, Effect, Either, Option, ParseResult, Schema } from "effect"
+import * as AST from "effect/SchemaAST"
 import { LongPoll } from "../Domain/LongPoll.js"
+import { makeEncodeJson } from "./Encode.js"
 import type { AnyHandler } from "./Handlers.js"
 import { makeMiddleware } from "./Middleware.js"
 import type { RegisteredGroup } from "./Registration.js"
-
-/** Whether encoding a value of this schema changes it (else the value is its own JSON form). */
-const transforms = (ast: AST.AST): boolean => {
-  switch (ast._tag) {
-    case "Transformation":
-    case "Declaration":
-    case "Suspend":
-      return true
-    case "Refinement":
-      return transforms(ast.from)
-    case "TypeLiteral":
-      return [...ast.propertySignatures, ...ast.indexSignatures].some((p) => transforms(p.type))
-    case "TupleType":
-      return [...ast.elements, ...ast.rest].some((e) => transforms(e.type))
-    case "Union":
-      return ast.types.some(transforms)
-    default:
-      return false
-  }
-}
 
 /** The struct a query or headers schema decodes (the only form HttpApi reads them in), if it is one. */
 const structOf = (ast: AST.AST): AST.TypeLiteral | undefined => {
@@ -47,6 +28,22 @@ const isArrayLike = (ast: AST.AST): boolean =>
   ast._tag === "TupleType" ||
   (ast._tag === "Union" && ast.types.some(isArrayLike)) ||
   ((ast._tag === "Refinement" || ast._tag === "Transformation") && isArrayLike(ast.from))
+
+/**
+ * What a payload must be, for the refusal of a body that is not: "a JSON object with a name and a categoryId" (its
+ * required fields as sent, in the schema's order), or the encoded schema's own description.
+ */
+const bodyShape = (schema: Option.Option<Schema.Schema.Any>): string => {
+  if (Option.isNone(schema)) return "empty"
+  let ast = AST.encodedAST(schema.value.ast)
+  while (ast._tag === "Refinement") ast = ast.from
+  if (ast._tag !== "TypeLiteral") return `JSON of the form ${String(ast)}`
+  const names = ast.propertySignatures.filter((p) => !p.isOptional).map((p) =>
+    `${/^[aeiou]/i.test(String(p.name)) ? "an" : "a"} ${String(p.name)}`
+  )
+  const listed = names.length <= 1 ? names.join("") : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`
+  return listed === "" ? "a JSON object" : `a JSON object with ${listed}`
+}
 
 type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
 
@@ -106,7 +103,7 @@ const makeRoute = (
     ? []
     : structOf(endpoint.headersSchema.value.ast)!.propertySignatures.map((p) => String(p.name).toLowerCase())
   const decodeDeclared = decoder(endpoint.headersSchema)
-  const encode = Schema.encodeSync(success as Schema.Schema<unknown, unknown>)
+  const encodeJson = makeEncodeJson(success)
   return {
     group: group.identifier,
     name: endpoint.name,
@@ -127,6 +124,8 @@ const makeRoute = (
       return decodeDeclared(declared)
     }),
     decodePayload: decoder(endpoint.payloadSchema, { errors: "all" }),
+    /** What the payload must be, for the refusal of a body that is not (`Refusals.decodeFailure`). */
+    bodyShape: bodyShape(endpoint.payloadSchema),
     /** The request headers the endpoint declares (lower case, as HttpApi reads them). */
     headerNames,
     /** The middleware in the order they run (the first is the outermost, as HttpApi nests them). */
@@ -139,18 +138,14 @@ const makeRoute = (
       onSome: Duration.toMillis
     }),
     successStatus: HttpApiSchema.getStatusSuccess(success),
-    /** The success's JSON text, or null for an empty body. */
-    encodeSuccess: success.ast._tag === "VoidKeyword"
-      ? () => null
-      : transforms(success.ast)
-      ? (value: unknown) => JSON.stringify(encode(value))
-      : (value: unknown): string | null => JSON.stringify(value),
+    /** The success's JSON text as its schema encodes it (null for an empty body), or why the schema refuses it. */
+    encodeSuccess: success.ast._tag === "VoidKeyword" ? () => Either.right(null) : encodeJson,
     /** Each declared error, with its status; the first whose type the failure is encodes it. */
     failures: [...membersOf(endpoint.errorSchema, group.errorSchema, api.errorSchema)].map((schema) => ({
       schema,
       status: HttpApiSchema.getStatusError(schema),
       is: Schema.is(schema),
-      encode: Schema.encodeSync(schema as Schema.Schema<unknown, unknown>)
+      encode: Schema.encodeEither(schema as Schema.Schema<unknown, unknown>)
     }))
   }
 }
@@ -181,7 +176,10 @@ export const deriveRoutes = (groups: ReadonlyArray<RegisteredGroup>) => {
       if (reason !== undefined) unserved.push({ endpoint: `${group.identifier}.${endpoint.name}`, reason })
       else {
         const middleware = declared.map((tag) => makeMiddleware(tag, Context.unsafeGet(context, tag as never)))
-        const handler = item.handler as AnyHandler
+        // A handler's own ParseError is answered as HttpApiBuilder answers it: the declared HttpApiDecodeError.
+        const own = item.handler as AnyHandler
+        const handler: AnyHandler = (request) =>
+          Effect.catchIf(own(request), ParseResult.isParseError, HttpApiError.HttpApiDecodeError.refailParseError)
         routes.push(makeRoute(api, group, endpoint, {
           handler: item.uninterruptible ? (request) => Effect.uninterruptible(handler(request)) : handler,
           middleware,

@@ -11,17 +11,17 @@
  *
  * The fiber starts with a context of the request's own over the registration's (`Registration.ts`): the request, the
  * annotations its log lines carry (its request id for every fiber it starts: the runtime's loggers read it there,
- * `Logging.withRequestAnnotations`), its server span. A fiber that finishes at once (a read on SQLite's synchronous
+ * `Logging.withRequestAnnotations`), its server span, and runs the route's program (`Program.ts`). A fiber that finishes at once (a read on SQLite's synchronous
  * driver) is answered at once; any other joins the pipeline's `FiberSet`, owned by the server's scope, and is awaited.
  */
-import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Context, Duration, Effect, Either, Exit, FiberSet, Option, ParseResult, Runtime, Tracer } from "effect"
+import { HttpServerRequest } from "@effect/platform"
+import { Context, Duration, Effect, Either, Exit, FiberSet, ParseResult, Runtime, Tracer } from "effect"
 import { RequestLogContext } from "../Operations/Logging.js"
-import { CurrentResponseHeaders } from "../ResponseHeaders.js"
-import { type Answer, answerFromExit, refusalAnswer, type Served } from "./Answer.js"
+import { refusalAnswer, type Served } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
 import type { ReadBody } from "./Gate.js"
 import type { DecodedRequest } from "./Handlers.js"
+import { makeProgram, RequestInput } from "./Program.js"
 import * as Refusals from "./Refusals.js"
 
 /** A request to a route that passed the gates, as the server hands it to the pipeline. */
@@ -37,15 +37,6 @@ export interface PipelineRequest {
   /** The request's server span: its fiber runs under it (its child spans and log lines join it). */
   readonly parentSpan?: Tracer.Span | undefined
 }
-
-/** What a request's fiber reads of it besides its services. */
-export class RequestInput extends Context.Tag("Serving/RequestInput")<RequestInput, {
-  readonly request: HttpServerRequest.HttpServerRequest
-  /** The request as its log lines name it (`Logging.RequestLogContext`). */
-  readonly log: { readonly requestId: string; readonly annotations: Record<string, unknown> }
-  /** The request as the endpoint's decoders made it, or why they refused it (answered once the middleware passed). */
-  readonly decoded: DecodedRequest | Refusals.Refused
-}>() {}
 
 /** The path parameters percent-decoded, or undefined when one cannot be. */
 const percentDecoded = (params: Readonly<Record<string, string>>): Record<string, string> | undefined => {
@@ -67,7 +58,9 @@ const decodeRequest = (
   const decoded: DecodedRequest = { request }
   const refuse = (part: Refusals.DecodedPart, error: ParseResult.ParseError) => {
     const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-    return new Refusals.Refused(Refusals.decodeFailure(part, issues, (name) => Array.isArray(input.query[name])))
+    return new Refusals.Refused(
+      Refusals.decodeFailure(part, issues, (name) => Array.isArray(input.query[name]), route.bodyShape)
+    )
   }
   if (route.decodePath !== undefined) {
     const params = percentDecoded(input.params)
@@ -92,66 +85,6 @@ const decodeRequest = (
     decoded.urlParams = result.right
   }
   return decoded
-}
-
-/** What a request's fiber reads of its own state: its input, and the answer headers its effects added. */
-type RequestFiber = Parameters<Parameters<typeof Effect.withFiberRuntime>[0]>[0]
-
-/**
- * The answer with the headers the request's effects added (`ResponseHeaders.ts`), once any pre-response handler of the
- * platform's has seen it: read from the request's fiber in one step.
- */
-const finishAnswer = (
-  fiber: RequestFiber,
-  { log: { annotations }, request }: RequestInput["Type"],
-  made: Answer | HttpServerResponse.HttpServerResponse
-): Effect.Effect<Served> => {
-  const added = fiber.getFiberRef(CurrentResponseHeaders)
-  const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
-  const run = (response: HttpServerResponse.HttpServerResponse) =>
-    Option.isNone(handler) ? Effect.succeed(response) : Effect.orDie(handler.value(request, response))
-  if (HttpServerResponse.isServerResponse(made)) {
-    return Effect.flatMap(run(HttpServerResponse.setHeaders(made, added)), (response) =>
-      response.body._tag === "Stream"
-        // A streamed body runs as the request did: its logger, log annotations and span.
-        ? Effect.map(Effect.runtime<never>(), (runtime) => ({
-          response: HttpServerResponse.toWeb(response, { runtime }),
-          annotations
-        }))
-        : Effect.succeed({ response: HttpServerResponse.toWeb(response), annotations }))
-  }
-  Object.assign(made.headers, added)
-  if (Option.isNone(handler)) return Effect.succeed(made)
-  // A pre-response handler sees the answer as a response, whose status and headers it may change.
-  return Effect.map(run(HttpServerResponse.empty({ status: made.status, headers: made.headers })), (finished) => ({
-    ...made,
-    status: finished.status,
-    headers: { ...finished.headers }
-  }))
-}
-
-/** A route's program: its middleware around its handler, then the answer made from the outcome. */
-const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
-  // A handler's requirements are what its middleware provide (checked where the handlers are typed).
-  const handler = Effect.withFiberRuntime((fiber): Effect.Effect<unknown, unknown, unknown> => {
-    const { decoded } = Context.unsafeGet(fiber.currentContext, RequestInput)
-    return decoded instanceof Refusals.Refused ? Effect.fail(decoded) : route.handler(decoded)
-  })
-  const served = route.middleware.reduceRight((inner, around) => around(inner), handler)
-  const answer = (exit: Exit.Exit<unknown, unknown>) =>
-    Effect.withFiberRuntime((fiber): Effect.Effect<Served> => {
-      const input = Context.unsafeGet(fiber.currentContext, RequestInput)
-      const made = answerFromExit(route, exit, input.log.annotations)
-      if (made !== undefined) return finishAnswer(fiber, input, made)
-      return Effect.zipRight(
-        Effect.logError("unexpected failure", Exit.isFailure(exit) ? exit.cause : undefined),
-        Effect.suspend(() => finishAnswer(fiber, input, refusalAnswer(Refusals.internalError, input.log.annotations)))
-      )
-    })
-  return Effect.matchCauseEffect(served, {
-    onSuccess: (value) => answer(Exit.succeed(value)),
-    onFailure: (cause) => answer(Exit.failCause(cause))
-  }) as Effect.Effect<Served>
 }
 
 /** Why a request's fiber was interrupted from outside, when it was. */
@@ -180,6 +113,8 @@ export const makePipeline = (
   return (route: EndpointRoute, input: PipelineRequest): Served | Promise<Served> => {
     const { program, services: base } = prepared.get(route)!
     const request = HttpServerRequest.fromWeb(input.request)
+    // The body as sent, for a handler that reads it (a signature, an audit): the gate has read it already.
+    if (input.body !== undefined) Object.defineProperty(request, "text", { value: Effect.succeed(input.body.text) })
     const log = { requestId: input.requestId, annotations: {} }
     const services = new Map(base)
     services.set(RequestInput.key, { request, log, decoded: decodeRequest(route, input, request) })

@@ -83,6 +83,13 @@ export const internalError = refusal(
 /** A request whose client went away before its answer: the answer reaches no one; its log line says what happened. */
 export const clientGone = refusal(499, "client_closed_request", "The client closed the request before its answer.")
 export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.", UNAVAILABLE_HEADERS)
+/** A request whose own effects interrupted it before it had an answer. */
+export const interrupted = refusal(
+  503,
+  "unavailable",
+  "The request was interrupted before its answer; try again shortly.",
+  UNAVAILABLE_HEADERS
+)
 export const deadlineExceeded = refusal(
   503,
   "unavailable",
@@ -100,12 +107,14 @@ const MAX_BODY_MESSAGE_LENGTH = 3 * MAX_MESSAGE_LENGTH
  * A 400 for a failed decode that names the field and says why (the field's path and reason as Effect's
  * `ArrayFormatter` and `HttpApiDecodeError` give them): for a path, a query or a header the first issue of the
  * decoder's; for a body, every invalid field (its decoder reports them all), each once, in the schema's order.
- * `repeated` tells whether a query parameter was sent more than once.
+ * `repeated` tells whether a query parameter was sent more than once; `bodyShape` is what the endpoint's payload must
+ * be ("a JSON object with a name and a categoryId"), for a body that is not that at all.
  */
 export const decodeFailure = (
   part: DecodedPart,
   issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>,
-  repeated: (name: string) => boolean
+  repeated: (name: string) => boolean,
+  bodyShape = "JSON of the form the endpoint declares"
 ): Refusal => {
   const fieldOf = (issue: ParseResult.ArrayFormatterIssue | undefined) => issue?.path.map(String).join(".") ?? ""
   const reasonOf = (issue: ParseResult.ArrayFormatterIssue | undefined) =>
@@ -119,7 +128,7 @@ export const decodeFailure = (
     return refusal(400, "invalid_query", `Invalid query parameter '${field}': ${why}`)
   }
   if (issues.length === 0 || issues.some((issue) => issue.path.length === 0)) {
-    return refusal(400, "invalid_body", "The request body must be a JSON object with a name and a categoryId.")
+    return refusal(400, "invalid_body", `The request body must be ${bodyShape}.`)
   }
   // A field's first issue says why; the others on the same field repeat it in the schema's terms.
   const byField = new Map<string, string>()

@@ -52,17 +52,36 @@ export const makeRouteTable = <A>(
   // Only a path with a parameter can match a path it is not spelled as.
   const withParams = entries.filter((entry) => entry.path.includes("/:"))
 
-  /** The route a path belongs to, whatever the method, with its path parameters. */
-  const match = (path: string) => {
+  /**
+   * The route that serves `method` at a path, with its path parameters: the exact route, else the first route with
+   * parameters that has the method (as the library's router, whose routes are per method: `DELETE /v1/pets/changes` is
+   * the parameter route's when only it has a DELETE); when none has it, the first that matches. `methods` and `targets`
+   * are those of every route the path matches (a 405's `Allow`, a preflight's).
+   */
+  const match = (path: string, method: string) => {
     const trimmed = path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path
     const found = exact.get(trimmed)
-    if (found !== undefined) return { entry: found, params: {} as Record<string, string> }
+    if (found !== undefined && found.targets.has(method)) {
+      return { entry: found, params: {} as Record<string, string>, methods: found.methods, targets: found.targets }
+    }
     const segments = segmentsOf(trimmed)
+    const matched: Array<{ readonly entry: (typeof entries)[number]; readonly params: Record<string, string> }> =
+      found === undefined ? [] : [{ entry: found, params: {} }]
     for (const entry of withParams) {
       const params = paramsOf(entry.segments, segments)
-      if (params !== undefined) return { entry, params }
+      if (params === undefined) continue
+      if (matched.length === 0 && entry.targets.has(method)) {
+        return { entry, params, methods: entry.methods, targets: entry.targets }
+      }
+      matched.push({ entry, params })
     }
-    return undefined
+    if (matched.length === 0) return undefined
+    const serving = matched.find(({ entry }) => entry.targets.has(method)) ?? matched[0]
+    const targets = new Map<string, A>()
+    for (const { entry } of matched) {
+      for (const [name, target] of entry.targets) if (!targets.has(name)) targets.set(name, target)
+    }
+    return { ...serving, methods: [...targets.keys()], targets: targets as ReadonlyMap<string, A> }
   }
 
   /** The paths as Bun's `routes` spell them, with and without the trailing slash. */

@@ -99,18 +99,18 @@ export const makeServer = (options: {
     const requestId = sent !== null && REQUEST_ID.test(sent) ? sent : randomUUID()
     const path = pathOf(url)
     const refusal = Gate.headRefusal(url, headers) ?? Gate.targetRefusal(url)
-    const match = refusal === undefined ? table.match(path) : undefined
+    const match = refusal === undefined ? table.match(path, method) : undefined
     // The server span and the request's metrics: every request, with its route once it is known.
     const observed = observe?.({ method, route: match?.entry.path, path, headers })
     const finish = (served: Served) => respond(request, requestId, started, served, observed)
     const refuse = (refusal: Refusals.Refusal) => finish(refusalAnswer(refusal))
     if (refusal !== undefined) return refuse(refusal)
     if (match === undefined) return refuse(Refusals.notFound(path))
-    const { entry, params } = match
+    const { entry, methods, params, targets } = match
     const preflight = cors?.preflight(
       request,
-      entry.methods,
-      () => [...entry.targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.route.headerNames : [])
+      methods,
+      () => [...targets.values()].flatMap((target) => target._tag === "Endpoint" ? target.route.headerNames : [])
     )
     if (preflight !== undefined && "code" in preflight) return refuse(preflight)
     if (preflight !== undefined) {
@@ -120,7 +120,7 @@ export const makeServer = (options: {
       return new Response(null, { status: 204, headers: { ...preflight, ...nosniff, "x-request-id": requestId } })
     }
     const target = entry.targets.get(method)
-    if (target === undefined) return refuse(Refusals.methodNotAllowed(method, entry.methods))
+    if (target === undefined) return refuse(Refusals.methodNotAllowed(method, methods))
     // Only an endpoint that declares a payload takes a body (the server's own routes take none).
     const route = target._tag === "Endpoint" ? target.route : undefined
     const plan = Gate.bodyPlan(route?.decodePayload !== undefined, request)
