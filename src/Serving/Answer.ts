@@ -57,5 +57,5 @@ export const answerFromExit = (
   if (Option.isNone(failure)) return undefined
   if (failure.value instanceof Refusals.Refused) return refusalAnswer(failure.value.refusal, annotations)
   const declared = route.failures.find((candidate) => candidate.is(failure.value))
-  return declared && json(declared.status, JSON.stringify(declared.encode(failure.value)), annotations)
+  return declared && json(declared.status, declared.encode(failure.value), annotations)
 }
