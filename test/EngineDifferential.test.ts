@@ -174,7 +174,7 @@ const serveBoth = (spec: ApiSpec, requests: ReadonlyArray<Sent>) =>
   }))
 
 describe("the engine against the library's own server, on generated declarations and requests", () => {
-  it("answers every generated request as the library does", { timeout: 600_000 }, async () => {
+  it("answers every generated request as the library does", { timeout: 60_000 + RUNS * 2_000 }, async () => {
     await fc.assert(
       fc.asyncProperty(
         apiSpecArb.chain((spec) =>
