@@ -21,12 +21,12 @@ import {
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
 import { Cause, Context, Duration, Effect, Exit, HashMap, Layer, Logger, Option, Schema, Scope, Stream } from "effect"
-import * as Sql from "../src/Database/Sql.js"
 import { LongPoll } from "../src/Domain/LongPoll.js"
 import { annotateRequest } from "../src/Operations/Logging.js"
 import { addResponseHeaders } from "../src/ResponseHeaders.js"
 import { RegisteredGroups, registerGroup } from "../src/Serving/Registration.js"
-import { WebHandler, webHandlerFrom } from "../src/Serving/WebHandler.js"
+import type { WebHandler } from "../src/Serving/WebHandler.js"
+import { engineServer } from "./support/engine.js"
 import { ORIGIN } from "./support/http.js"
 import { referenceServer } from "./support/reference.js"
 
@@ -220,17 +220,12 @@ const engineOf = (
   things: ReturnType<typeof makeThings>,
   options: { readonly requestTimeout?: Duration.Duration; readonly ownRoutes?: Layer.Layer<never> } = {}
 ) =>
-  Effect.map(
-    Layer.build(
-      webHandlerFrom(
-        Layer.mergeAll(
-          Layer.scoped(RegisteredGroups, Effect.all([registerGroup(TestApi, "things", registerThings(things))])),
-          options.ownRoutes ?? Layer.empty
-        ).pipe(Layer.provide(middlewareLive)),
-        { corsOrigins: Option.none(), requestTimeout: options.requestTimeout }
-      ).pipe(Layer.provide(Sql.SqlTest))
-    ),
-    (context) => Context.get(context, WebHandler)
+  engineServer(
+    Layer.mergeAll(
+      Layer.scoped(RegisteredGroups, Effect.all([registerGroup(TestApi, "things", registerThings(things))])),
+      options.ownRoutes ?? Layer.empty
+    ).pipe(Layer.provide(middlewareLive)),
+    { requestTimeout: options.requestTimeout }
   )
 
 /** The library's own server on the same registration. */

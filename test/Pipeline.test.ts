@@ -15,7 +15,7 @@ import { WebHandler, webHandlerFrom } from "../src/Serving/WebHandler.js"
 import { describeBackends, SQLite } from "./support/backends.js"
 import { ORIGIN, servers } from "./support/http.js"
 import { Outage, OutageSqlLive } from "./support/outage.js"
-import { comparable, PetstoreReference, referenceServer } from "./support/reference.js"
+import { comparable, PetstoreReference, referenceServer, SERVER_REFUSALS } from "./support/reference.js"
 
 const handlerOf = () =>
   webHandlerFrom(RoutesLive(servers).pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default])), {
@@ -27,18 +27,6 @@ const referenceOn = (database: Layer.Layer<SqlClient.SqlClient>) =>
   referenceServer(
     PetstoreReference.pipe(Layer.provide([PetsRepo.Default, ApiKeys.Default]), Layer.provide(database))
   )
-
-/** The codes of the server's own refusals, before any endpoint runs: `HttpApiBuilder` defines no answer for them. */
-const SERVER_REFUSALS = new Set([
-  "not_found",
-  "method_not_allowed",
-  "payload_too_large",
-  "unsupported_media_type",
-  "invalid_json",
-  "bad_request",
-  "uri_too_long",
-  "header_too_large"
-])
 
 /** Status, body and headers, but the request id, the date and the length (Bun sets it on the wire either way). */
 const answer = async (response: Response) => {

@@ -61,6 +61,6 @@ export const answerFromExit = (
   if (declared === undefined) return exit.cause
   const encoded = declared.encode(failure.value)
   return Either.isRight(encoded)
-    ? json(declared.status, JSON.stringify(encoded.right), annotations)
+    ? json(declared.status, encoded.right, annotations)
     : Cause.sequential(exit.cause, Cause.die(encoded.left))
 }

@@ -8,7 +8,14 @@
  * Deriving is pure: it returns the routes and, for every endpoint it could not serve exactly as `HttpApiBuilder` would,
  * the reason; the engine then refuses to start.
  */
-import { type HttpApi, type HttpApiEndpoint, HttpApiError, type HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import {
+  type HttpApi,
+  HttpApiBuilder,
+  type HttpApiEndpoint,
+  HttpApiError,
+  type HttpApiGroup,
+  HttpApiSchema
+} from "@effect/platform"
 import { Context, Duration, Effect, Either, Option, ParseResult, Schema } from "effect"
 import * as AST from "effect/SchemaAST"
 import { LongPoll } from "../Domain/LongPoll.js"
@@ -46,6 +53,17 @@ const bodyShape = (schema: Option.Option<Schema.Schema.Any>): string => {
 }
 
 type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
+
+type Query = Readonly<Record<string, string | Array<string>>>
+
+/**
+ * HttpApi's own reading of a query for its schema, before the schema decodes it: a single value of a parameter the
+ * schema does not read as one string (one it does not name, one of another type) is an array of it. The library's
+ * function (exported, not documented), so that a handler gets the query exactly as HttpApi hands it over.
+ */
+const normalizeUrlParams = (HttpApiBuilder as unknown as {
+  readonly normalizeUrlParams: (params: Query, ast: AST.AST) => Query
+}).normalizeUrlParams
 
 /**
  * A decoder of a part of the request. A payload's reports every invalid field (`errors: "all"`), so that one answer
@@ -85,9 +103,36 @@ const unservable = (endpoint: HttpApiEndpoint.HttpApiEndpoint.AnyWithProps): str
   }
 }
 
-/** An endpoint's route, given its handler and the implementations of the middleware it runs, outermost first. */
+/**
+ * Every error the API declares, in the order of HttpApiBuilder's one error schema for all of its endpoints (the API's,
+ * then each group's endpoints' and the group's): a failure is encoded by the first whose type it is, declared on its
+ * endpoint or not, as HttpApiBuilder encodes it. Each with its status, encoded as JSON or, if it has none, no body.
+ */
+const declaredErrors = (api: HttpApi.HttpApi.AnyWithProps) => {
+  const schemas = membersOf(api.errorSchema)
+  for (const group of Object.values(api.groups)) {
+    for (const endpoint of Object.values(group.endpoints)) HttpApiSchema.deunionize(schemas, endpoint.errorSchema)
+    HttpApiSchema.deunionize(schemas, group.errorSchema)
+  }
+  return [...schemas].map((schema) => {
+    const encode = Schema.encodeEither(schema as Schema.Schema<unknown, unknown>)
+    return {
+      schema,
+      status: HttpApiSchema.getStatusError(schema),
+      is: Schema.is(schema),
+      /** The error's JSON text (null for no body), or why its schema refuses it. */
+      encode: HttpApiSchema.isVoid(schema.ast)
+        ? () => Either.right(null)
+        : (value: unknown) => Either.map(encode(value), (encoded) => JSON.stringify(encoded))
+    }
+  })
+}
+
+/**
+ * An endpoint's route, given its handler, the implementations of the middleware it runs (outermost first) and the
+ * API's errors.
+ */
 const makeRoute = (
-  api: HttpApi.HttpApi.AnyWithProps,
   group: HttpApiGroup.HttpApiGroup.AnyWithProps,
   endpoint: HttpApiEndpoint.HttpApiEndpoint.AnyWithProps,
   served: {
@@ -95,6 +140,7 @@ const makeRoute = (
     readonly middleware: ReadonlyArray<ReturnType<typeof makeMiddleware>>
     /** The context the registration ran in: what the handler's requests run with, below their own services. */
     readonly context: Context.Context<never>
+    readonly failures: ReturnType<typeof declaredErrors>
   }
 ) => {
   const { context, handler, middleware } = served
@@ -103,6 +149,8 @@ const makeRoute = (
     ? []
     : structOf(endpoint.headersSchema.value.ast)!.propertySignatures.map((p) => String(p.name).toLowerCase())
   const decodeDeclared = decoder(endpoint.headersSchema)
+  const decodeUrlParams = decoder(endpoint.urlParamsSchema)
+  const queryAst = Option.getOrUndefined(endpoint.urlParamsSchema)?.ast
   const encodeJson = makeEncodeJson(success)
   return {
     group: group.identifier,
@@ -110,12 +158,15 @@ const makeRoute = (
     method: endpoint.method,
     path: endpoint.path,
     decodePath: decoder(endpoint.pathSchema),
-    decodeQuery: decoder(endpoint.urlParamsSchema),
+    /** Decodes the query as HttpApi reads it (`normalizeUrlParams`). */
+    decodeQuery: decodeUrlParams && ((query: Query) => decodeUrlParams(normalizeUrlParams(query, queryAst!))),
     /**
      * Decodes the declared headers, read by name from the request's `Headers`: what HttpApi decodes from a record of
-     * all of them (a struct reads its own properties and ignores the rest), without building that record.
+     * all of them (a struct reads its own properties and ignores the rest), without building that record; but for an
+     * empty struct, which takes the record whole.
      */
     decodeHeaders: decodeDeclared && ((headers: Headers) => {
+      if (headerNames.length === 0) return decodeDeclared(Object.fromEntries(headers))
       const declared: Record<string, string> = {}
       for (const name of headerNames) {
         const value = headers.get(name)
@@ -139,14 +190,9 @@ const makeRoute = (
     }),
     successStatus: HttpApiSchema.getStatusSuccess(success),
     /** The success's JSON text as its schema encodes it (null for an empty body), or why the schema refuses it. */
-    encodeSuccess: success.ast._tag === "VoidKeyword" ? () => Either.right(null) : encodeJson,
-    /** Each declared error, with its status; the first whose type the failure is encodes it. */
-    failures: [...membersOf(endpoint.errorSchema, group.errorSchema, api.errorSchema)].map((schema) => ({
-      schema,
-      status: HttpApiSchema.getStatusError(schema),
-      is: Schema.is(schema),
-      encode: Schema.encodeEither(schema as Schema.Schema<unknown, unknown>)
-    }))
+    encodeSuccess: HttpApiSchema.isVoid(success.ast) ? () => Either.right(null) : encodeJson,
+    /** The errors the API declares, each with its status: the first whose type the failure is encodes it. */
+    failures: served.failures
   }
 }
 
@@ -160,7 +206,9 @@ export type EndpointRoute = ReturnType<typeof makeRoute>
 export const deriveRoutes = (groups: ReadonlyArray<RegisteredGroup>) => {
   const routes: Array<EndpointRoute> = []
   const unserved: Array<{ readonly endpoint: string; readonly reason: string }> = []
+  const errors = new Map<HttpApi.HttpApi.AnyWithProps, ReturnType<typeof declaredErrors>>()
   for (const { api, context, handlers } of groups) {
+    const failures = errors.get(api) ?? errors.set(api, declaredErrors(api)).get(api)!
     const group = handlers.group
     for (const item of handlers.handlers) {
       const endpoint = item.endpoint as HttpApiEndpoint.HttpApiEndpoint.AnyWithProps
@@ -180,10 +228,11 @@ export const deriveRoutes = (groups: ReadonlyArray<RegisteredGroup>) => {
         const own = item.handler as AnyHandler
         const handler: AnyHandler = (request) =>
           Effect.catchIf(own(request), ParseResult.isParseError, HttpApiError.HttpApiDecodeError.refailParseError)
-        routes.push(makeRoute(api, group, endpoint, {
+        routes.push(makeRoute(group, endpoint, {
           handler: item.uninterruptible ? (request) => Effect.uninterruptible(handler(request)) : handler,
           middleware,
-          context
+          context,
+          failures
         }))
       }
     }

@@ -62,9 +62,10 @@ const decodeRequest = (
       Refusals.decodeFailure(part, issues, (name) => Array.isArray(input.query[name]), route.bodyShape)
     )
   }
+  // A path parameter is read percent-decoded, whether or not the endpoint decodes it further.
+  const params = percentDecoded(input.params)
+  if (params === undefined) return new Refusals.Refused(Refusals.unreadablePath(input.request.url.split("?")[0]))
   if (route.decodePath !== undefined) {
-    const params = percentDecoded(input.params)
-    if (params === undefined) return new Refusals.Refused(Refusals.unreadablePath(input.request.url.split("?")[0]))
     const result = route.decodePath(params)
     if (Either.isLeft(result)) return refuse("path", result.left)
     decoded.path = result.right

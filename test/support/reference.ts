@@ -34,6 +34,21 @@ export const PetstoreReference = HttpApiBuilder.api(ServedApi).pipe(
 /** What the server adds around what `HttpApiBuilder` defines, left out of a comparison. */
 const SERVER_HEADERS = new Set(["x-request-id", "x-content-type-options", "cache-control", "date", "content-length"])
 
+/**
+ * The codes of the server's own refusals, made before any endpoint runs (the gates, the route table): `HttpApiBuilder`
+ * defines no answer for them.
+ */
+export const SERVER_REFUSALS: ReadonlySet<string> = new Set([
+  "not_found",
+  "method_not_allowed",
+  "payload_too_large",
+  "unsupported_media_type",
+  "invalid_json",
+  "bad_request",
+  "uri_too_long",
+  "header_too_large"
+])
+
 /** Status, body and the headers handlers and middleware add: what the engine and the reference must agree on. */
 export const comparable = async (response: Response) => ({
   status: response.status,
