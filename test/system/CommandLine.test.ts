@@ -120,6 +120,10 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
     expect(lines.at(-1)).toMatch(
       /^petstore: PostgreSQL at 127\.0\.0\.1:1\/db could not be reached within 2s \(DB_STARTUP_TIMEOUT\)/
     )
+    // What to check, as the other refusals say what to fix.
+    expect(lines.at(-1)).toMatch(
+      /\. Check that the server is running and takes connections at 127\.0\.0\.1:1, the host and port of DATABASE_URL/
+    )
     expect(lines.slice(0, -1).every((line) => JSON.parse(line).message.includes("retrying"))).toBe(true)
     expect(result.stderr).not.toContain("secret")
   })
