@@ -54,6 +54,11 @@ describe("usage errors: exit 2, the command named, its help pointed to", () => {
   const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
     [["serve", "--port", "abc"], `petstore serve: --port must be an integer from 1 to 65535 (got "abc").`],
     [["keys", "create", "--name", ""], `petstore keys create: --name: a key name is 1 to 100 characters (got "").`],
+    [
+      ["keys", "create"],
+      "petstore keys create: --name is required: the key's name, 1 to 100 characters, says who or what uses it " +
+      "(--name ci-deploy)."
+    ],
     [["keys", "revoke", "nope"], `petstore keys revoke: ID: a key id is 12 hexadecimal digits (got "nope").`],
     [["keys"], "petstore keys: a command is needed: create, list or revoke."],
     [["serve", "--bogus"], "petstore serve: '--bogus' is not an option of this command, or its value is missing."],
