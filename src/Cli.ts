@@ -47,8 +47,16 @@ const port = Options.text("port").pipe(
   Options.optional
 )
 
+/** `--name`, required: its absence is answered here, as its rule is, not in the parser's words. */
 const keyName = Options.text("name").pipe(
-  Options.mapEffect((text) => Effect.mapError(decodedBy(KeyName, "--name")(text), ValidationError.invalidValue))
+  Options.optional,
+  Options.mapEffect(Option.match({
+    onNone: () =>
+      Effect.fail(ValidationError.missingValue(HelpDoc.p(
+        "--name is required: the key's name, 1 to 100 characters, says who or what uses it (--name ci-deploy)."
+      ))),
+    onSome: (text) => Effect.mapError(decodedBy(KeyName, "--name")(text), ValidationError.invalidValue)
+  }))
 )
 
 const databaseOf = (flag: Option.Option<Redacted.Redacted<string>>) => flagOr(flag, Sql.DatabaseUrl)

@@ -4,7 +4,7 @@
  * (`FetchHttpClient.layer` in a browser, Node or Bun). The README shows it at work; `changes` follows the feed
  * (`ClientFeed.ts`).
  */
-import { HttpApiClient, type HttpApiError, HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
+import { HttpApiClient, type HttpApiError, HttpClient, HttpClientError, HttpClientRequest } from "@effect/platform"
 import { Effect, Option, type ParseResult, Redacted, Schema, Stream } from "effect"
 import { Api } from "./Api.js"
 import { type Change, type ChangesError, type ChangesOptions, makeChanges } from "./ClientFeed.js"
@@ -98,11 +98,35 @@ export const nextQuery = (
   return Effect.map(decodeWireQuery(params), Option.some)
 }
 
+/** What the runtime's error codes say of a request that met no answer. */
+const TRANSPORT_CAUSES: Record<string, string> = {
+  ECONNREFUSED: "connection refused: is petstore running at that address?",
+  ENOTFOUND: "name not resolved: is the host right?",
+  EAI_AGAIN: "name not resolved: is the host right?",
+  ETIMEDOUT: "timed out",
+  UND_ERR_CONNECT_TIMEOUT: "timed out",
+  ECONNRESET: "connection reset"
+}
+
+/**
+ * A transport failure named by its cause; its message adds the method and URL (`Transport: connection refused: … (GET
+ * http://localhost:8080/v1/pets)`). Every call, the feed's polls included, goes through it.
+ */
+const namedTransportError = (error: HttpClientError.HttpClientError): HttpClientError.HttpClientError => {
+  if (error._tag !== "RequestError" || error.reason !== "Transport") return error
+  const cause = error.cause as { readonly code?: unknown; readonly name?: unknown; readonly message?: unknown }
+  const named = (typeof cause?.code === "string" ? TRANSPORT_CAUSES[cause.code] : undefined) ??
+    (cause?.name === "TimeoutError" ? "timed out" : undefined) ??
+    (typeof cause?.message === "string" ? cause.message : undefined)
+  if (named === undefined) return error
+  return new HttpClientError.RequestError({ request: error.request, reason: error.reason, cause, description: named })
+}
+
 /** A client of the service at `baseUrl`, sending `apiKey` with every request. */
 export const makeClient = (options: ClientOptions): Effect.Effect<PetstoreClient, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     const httpClient = HttpClient.mapRequest(
-      yield* HttpClient.HttpClient,
+      HttpClient.transformResponse(yield* HttpClient.HttpClient, Effect.mapError(namedTransportError)),
       HttpClientRequest.bearerToken(options.apiKey)
     )
     const client = yield* HttpApiClient.makeWith(Api, { httpClient, baseUrl: options.baseUrl })

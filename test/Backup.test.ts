@@ -10,7 +10,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
 import { Effect, Redacted } from "effect"
 import { spawnSync } from "node:child_process"
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { backup } from "../src/Database/Backup.js"
@@ -202,6 +202,7 @@ describe("petstore backup on the command line", { timeout: 60_000 }, () => {
       const target = join(dirname(database), "backup.db")
       const written = petstore(["backup", target], { DATABASE_URL: database })
       expect(written).toMatchObject({ status: 0, stdout: `${target}\n` })
+      expect(statSync(target).mode & 0o777).toBe(0o600) // the keys' hashes are in it: its owner's alone
       expect(written.stderr).toMatch(
         new RegExp(`^Backed up ${database}: ${PETS} pets, [\\d.]+ kB, in [\\d.]+ m?s\\.\\n$`)
       )

@@ -8,7 +8,7 @@ import { BunContext } from "@effect/platform-bun"
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
 import { ConfigProvider, Duration, Effect, Fiber, Logger, Metric, Option, Redacted } from "effect"
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { backup } from "../src/Database/Backup.js"
 import {
@@ -135,6 +135,8 @@ describe("scheduled backups", () => {
       for (const name of names.slice(2)) {
         expect(rows(join(schedule.directory, name), "PRAGMA integrity_check")).toEqual([{ integrity_check: "ok" }])
         expect(rows(join(schedule.directory, name), "SELECT count(*) AS n FROM pets")).toEqual([{ n: PETS }])
+        // The keys' hashes are in it: its owner's alone, whatever the umask lets others read.
+        expect(statSync(join(schedule.directory, name)).mode & 0o777).toBe(0o600)
       }
 
       // A backup that fails removes nothing: the two there stay, though the directory is full.

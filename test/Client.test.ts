@@ -3,6 +3,7 @@
  * does what a client of the service needs, against the application in-process (the README's example runs against the
  * executable in test/system/ClientExample.test.ts).
  */
+import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Option, Stream } from "effect"
 import { spawnSync } from "node:child_process"
@@ -149,4 +150,14 @@ describe("the client against the service", () => {
       expect((yield* Effect.flip(stranger.listPets()))._tag).toBe("Unauthorized")
       expect((yield* Effect.flip(client.createPet({ name: "", categoryId: 1 })))._tag).toBe("ParseError")
     }))
+
+  it.effect.each([
+    ["http://127.0.0.1:1/v1", "connection refused: is petstore running at that address?"],
+    ["http://no-such-host.invalid/v1", "name not resolved: is the host right?"]
+  ])("a transport failure names its cause and the URL: %s", ([baseUrl, cause]) =>
+    Effect.gen(function*() {
+      const client = yield* makeClient({ baseUrl, apiKey: "psk_000000000000_not-a-key" })
+      const error = yield* Effect.flip(client.listPets())
+      expect(error.message).toBe(`Transport: ${cause} (GET ${baseUrl}/pets)`)
+    }).pipe(Effect.provide(FetchHttpClient.layer)))
 })

@@ -221,7 +221,11 @@ describeBackends((backend) => {
         yield* expectError(yield* post(JSON.stringify([{ name: "X", categoryId: 1 }])), 400, "invalid_body")
         yield* expectError(yield* post("\"a string\""), 400, "invalid_body")
         yield* expectError(yield* post("null"), 400, "invalid_body")
-        yield* expectError(yield* post("{\"name\": \"X\", \"categoryId\": "), 400, "invalid_json")
+        const truncated = yield* expectError(yield* post("{\"name\": \"X\", \"categoryId\": "), 400, "invalid_json")
+        // Why and where, as every other 400 names its field.
+        expect(truncated.message).toBe(
+          "The request body is not valid JSON: the body ends where a value is expected, at line 1, column 29."
+        )
         yield* expectError(yield* post(""), 400)
         const list = yield* json(yield* call(server, "/v1/pets?limit=100", authorized(server.key)))
         expect(list).toEqual([])

@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
 import { getMetricsFromIterator, type PromData, type PromHistogramData, type PromMetrics } from "prom2javascript"
 import { ObservabilityLive } from "../src/Observability/Live.js"
+import { EXPORTS_IN_FLIGHT } from "../src/Observability/OtlpSpanCounts.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { describePostgres, SQLite } from "./support/backends.js"
 import { makeTestServer } from "./support/http.js"
@@ -217,7 +218,7 @@ describe("span counters", () => {
   }
 
   for (const failure of ["answers 500", "refuses connections"] as const) {
-    it.scopedLive(`a collector that ${failure}: its batch is dropped after the retries, then what ends is dropped`, () =>
+    it.scopedLive(`a collector that ${failure}: each batch is sent once and dropped, and the exports go on`, () =>
       Effect.gen(function*() {
         const receiver = yield* otlpReceiver
         receiver.status = 500
@@ -228,16 +229,25 @@ describe("span counters", () => {
           const hooks = yield* configuredHooks
           const before = spansOf(yield* scrape(port))
 
-          endSpans(hooks, 2) // a full batch: it leaves, and is tried again a second apart
+          endSpans(hooks, 2) // a full batch: it leaves
           expect(spansOf(yield* scrape(port))).toEqual({ ...before, queued: 2 })
           const failed = yield* scrapeUntil(port, ({ dropped }) => dropped === before.dropped! + 2)
           expect(failed).toEqual({ ...before, dropped: before.dropped! + 2 })
-          if (failure === "answers 500") expect(attempts()).toBe(4)
+          if (failure === "answers 500") expect(attempts()).toBe(1)
 
-          // The exporter pauses after the failure: it keeps nothing, sends nothing.
-          endSpans(hooks, 3)
-          expect(spansOf(yield* scrape(port))).toEqual({ ...before, dropped: before.dropped! + 5 })
-          if (failure === "answers 500") expect(attempts()).toBe(4)
+          // No pause: the next batch is sent, and taken once the collector answers again.
+          receiver.status = 200
+          endSpans(hooks, 2)
+          const next = yield* scrapeUntil(
+            port,
+            ({ dropped, exported }) => dropped! + exported! === before.dropped! + before.exported! + 4
+          )
+          if (failure === "answers 500") {
+            expect(next).toEqual({ ...before, dropped: before.dropped! + 2, exported: before.exported! + 2 })
+            expect(attempts()).toBe(2)
+          } else {
+            expect(next).toEqual({ ...before, dropped: before.dropped! + 4 })
+          }
         }).pipe(observed(port, {
           OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${endpoint}/v1/traces`,
           OTEL_EXPORTER_OTLP_TIMEOUT: "1000",
@@ -245,6 +255,37 @@ describe("span counters", () => {
         }))
       }))
   }
+
+  it.scopedLive(`a collector that hangs holds ${EXPORTS_IN_FLIGHT} exports, each until its timeout; a full queue drops`, () =>
+    Effect.gen(function*() {
+      const receiver = yield* otlpReceiver
+      receiver.hanging = true
+      const port = yield* freePort
+      yield* Effect.gen(function*() {
+        const hooks = yield* configuredHooks
+        const before = spansOf(yield* scrape(port))
+        // Batches of one, 3 spans held at most: 2 being sent, 1 waiting its turn, the last 2 dropped.
+        for (let i = 0; i < 5; i++) {
+          endSpans(hooks, 1) // a full batch: it leaves
+          yield* Effect.sleep("50 millis")
+        }
+        expect(receiver.requests.open).toBe(EXPORTS_IN_FLIGHT)
+        expect(spansOf(yield* scrape(port))).toEqual({ ...before, dropped: before.dropped! + 2, queued: 3 })
+        // Each is given up on at its timeout, the waiting one after its turn; then the collector takes the next.
+        const given = yield* scrapeUntil(port, ({ dropped }) => dropped === before.dropped! + 5)
+        expect(given).toEqual({ ...before, dropped: before.dropped! + 5 })
+        expect(receiver.requests).toMatchObject({ open: 0, mostOpen: EXPORTS_IN_FLIGHT, abandoned: 3 })
+        receiver.hanging = false
+        endSpans(hooks, 1)
+        const taken = yield* scrapeUntil(port, ({ exported }) => exported === before.exported! + 1)
+        expect(taken).toEqual({ ...before, dropped: before.dropped! + 5, exported: before.exported! + 1 })
+      }).pipe(observed(port, {
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
+        OTEL_EXPORTER_OTLP_TIMEOUT: "1000",
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "1",
+        OTEL_BSP_MAX_QUEUE_SIZE: "3"
+      }))
+    }))
 })
 
 describePostgres((backend) => {

@@ -27,6 +27,9 @@ export interface Pace {
 /** Below every rowid: where the walk of a table starts. */
 const FIRST_ROWID = -(2n ** 63n)
 
+/** A backup holds the keys' hashes: readable and writable by its owner alone. */
+const OWNER_ONLY = 0o600
+
 const quoted = (name: string) => `"${name.replace(/"/g, "\"\"")}"`
 
 interface SchemaEntry {
@@ -159,17 +162,20 @@ export const backup = (options: {
     }
     const started = yield* Clock.currentTimeMillis
     const pets = yield* Effect.scoped(Effect.flatMap(openCatalogue(database, "the database"), (db) =>
-      writeWhole(path, (temporary) =>
-        options.pace === undefined
-          ? Effect.zipRight(
-            snapshotInto(db, temporary, path),
-            Effect.scoped(Effect.flatMap(openCatalogue(temporary, "the snapshot"), countPets))
-          )
-          : copyInSteps(database, temporary, path, options.pace))))
+      writeWhole(
+        path,
+        (temporary) =>
+          options.pace === undefined
+            ? Effect.zipRight(
+              snapshotInto(db, temporary, path),
+              Effect.scoped(Effect.flatMap(openCatalogue(temporary, "the snapshot"), countPets))
+            )
+            : copyInSteps(database, temporary, path, options.pace),
+        Effect.void,
+        OWNER_ONLY
+      )))
     const { size } = yield* fs.stat(path).pipe(
-      Effect.orElseFail(() =>
-        new CommandFailed({ message: `cannot read ${path} back after writing it.` })
-      )
+      Effect.orElseFail(() => new CommandFailed({ message: `cannot read ${path} back after writing it.` }))
     )
     return { path, database, pets, bytes: Number(size), millis: (yield* Clock.currentTimeMillis) - started }
   })

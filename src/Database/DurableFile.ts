@@ -91,19 +91,20 @@ export const cannotWrite = (target: string) => (error: unknown) =>
  * Puts a file at `target` whole or not at all: `fill` writes it under a fresh temporary name beside `target`; the file
  * is synced, `beforeRename` runs, the file is renamed over `target` and the directory synced, so that after a crash or
  * a power cut `target` holds the old file or the new one, complete. The temporary file goes if anything fails or
- * `fill` is interrupted.
+ * `fill` is interrupted. It is created with `mode` (less the umask): `0o600` for a file only its owner may read.
  */
 export const writeWhole = <A, E, R>(
   target: string,
   fill: (temporary: string) => Effect.Effect<A, E, R>,
-  beforeRename: Effect.Effect<void, E, R> = Effect.void
+  beforeRename: Effect.Effect<void, E, R> = Effect.void,
+  mode = 0o666
 ) =>
   Effect.scoped(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const orCannotWrite = Effect.catchAll(cannotWrite(target))
     const temporary = join(dirname(target), `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
     yield* Effect.addFinalizer(() => Effect.ignore(fs.remove(temporary)))
-    const file = yield* orCannotWrite(fs.open(temporary, { flag: "wx" }))
+    const file = yield* orCannotWrite(fs.open(temporary, { flag: "wx", mode }))
     const result = yield* fill(temporary)
     // Once filled, the file is put in place to the end: an interruption waits for it.
     yield* Effect.uninterruptible(Effect.gen(function*() {

@@ -189,10 +189,12 @@ export const layer = (
     }
     const within = `${Duration.format(timeouts.startup)} (DB_STARTUP_TIMEOUT)`
     // No SQLSTATE: no answer at all; with one, the server answered, each time, that it could not take the connection.
-    const outcome = sqlState === undefined
-      ? `could not be reached within ${within}`
-      : `still refused connections after ${within}`
-    return new DatabaseUnavailable({ message: `PostgreSQL at ${server} ${outcome}: ${reasonOf(error, password)}` })
+    const reason = reasonOf(error, password)
+    const message = sqlState === undefined
+      ? `PostgreSQL at ${server} could not be reached within ${within}: ${reason}. Check that the server is running ` +
+        `and takes connections at ${server.split("/")[0]}, the host and port of DATABASE_URL (or --database).`
+      : `PostgreSQL at ${server} still refused connections after ${within}: ${reason}`
+    return new DatabaseUnavailable({ message })
   }
   const client = Layer.unwrapEffect(
     Effect.map(

@@ -80,7 +80,7 @@ const OtlpConfig = Config.all({
   maxExportBatchSize: wholeNumber("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1, 512),
   scheduleDelayMillis: wholeNumber("OTEL_BSP_SCHEDULE_DELAY", 0, 5000),
   metricExportIntervalMillis: wholeNumber("OTEL_METRIC_EXPORT_INTERVAL", 1, 60_000)
-}).pipe(Config.map(({ disabled, endpoint, maxQueueSize, metricsEndpoint, tracesEndpoint, ...c }) => {
+}).pipe(Config.map(({ disabled, endpoint, metricsEndpoint, tracesEndpoint, ...c }) => {
   const tracesUrl = signalUrl(endpoint, tracesEndpoint, "traces")
   const metricsUrl = signalUrl(endpoint, metricsEndpoint, "metrics")
   // `""`: that signal is not sent.
@@ -94,7 +94,7 @@ const OtlpConfig = Config.all({
     // OTEL_SERVICE_NAME wins over a service.name in OTEL_RESOURCE_ATTRIBUTES (the specification).
     serviceName: Option.getOrElse(c.serviceName, () => c.resourceAttributes["service.name"] ?? "petstore"),
     // The exporter sends a batch as soon as it holds this many spans: no more wait for their export.
-    maxExportBatchSize: Math.min(c.maxExportBatchSize, maxQueueSize)
+    maxExportBatchSize: Math.min(c.maxExportBatchSize, c.maxQueueSize)
   })
 }))
 export type OtlpOptions = Option.Option.Value<Config.Config.Success<typeof OtlpConfig>>

@@ -1,8 +1,8 @@
 /**
  * OTLP over HTTP with `@effect/opentelemetry`: its tracer (`OtlpTracer`, behind the sampler of `Tracer.ts`) and its
  * metrics export (`OtlpMetrics`), serialized as `OTEL_EXPORTER_OTLP_PROTOCOL` says (the traces' protobuf by
- * `OtlpTracesProtobuf.ts`), sent with the platform's fetch client, what becomes of the spans counted
- * (`OtlpSpanCounts.ts`). Loaded only when an endpoint is configured.
+ * `OtlpTracesProtobuf.ts`), sent with the platform's fetch client, the spans' exports bounded and what becomes of
+ * them counted (`OtlpSpanCounts.ts`). Loaded only when an endpoint is configured.
  */
 import * as OtlpMetrics from "@effect/opentelemetry/OtlpMetrics"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
@@ -17,9 +17,9 @@ import { makeSampler, makeSamplingTracer } from "./Tracer.js"
 
 /**
  * The serialization `OTEL_EXPORTER_OTLP_PROTOCOL` names, and the fetch client, each export bounded by
- * `OTEL_EXPORTER_OTLP_TIMEOUT`, with one warning when the collector stops taking what is sent (the library then drops
- * it) and one line when it takes it again. The reason is the error's message alone, never the request, whose headers
- * may carry credentials.
+ * `OTEL_EXPORTER_OTLP_TIMEOUT`, with one warning when the collector stops taking what is sent (what it did not take is
+ * dropped) and one line when it takes it again. The reason is the error's message alone, never the request, whose
+ * headers may carry credentials.
  */
 const transport = (options: OtlpOptions) =>
   Layer.mergeAll(
@@ -83,7 +83,7 @@ const NO_ENVIRONMENT = ConfigProvider.fromMap(new Map())
 export const makeOtlpTracer = (options: OtlpOptions, version: string) =>
   Effect.gen(function*() {
     const clock = yield* Effect.clock
-    const counted = makeSpanCounts(clock)
+    const counted = makeSpanCounts(options.maxQueueSize)
     yield* Effect.acquireRelease(Effect.sync(() => addSpanCounts(counted.counts)), (stop) => Effect.sync(stop))
     const recording = yield* OtlpTracer.make({
       ...exporter(options, version),

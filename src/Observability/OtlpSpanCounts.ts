@@ -1,77 +1,67 @@
 /**
- * What becomes of the spans `@effect/opentelemetry`'s `OtlpTracer` makes: exported, dropped, or queued for export, as
- * plain numbers that `/metrics` reads (`Metrics.addSpanCounts`). The library's exporter (`internal/otlpExporter.ts`)
- * counts nothing; it is watched where it meets what petstore gives it:
+ * What becomes of the spans `@effect/opentelemetry`'s `OtlpTracer` makes, and the bound on sending them. The library's
+ * exporter (`internal/otlpExporter.ts`) counts nothing and bounds nothing: it sends each full batch in a fiber of its
+ * own, however many are already in flight, tries a failed one 3 more times, then pauses for a minute, dropping every
+ * span. It is watched, and bounded, where it meets what petstore gives it:
  *
- * - a span's `end`, where the span hands itself to the exporter, which keeps it for the next batch, or drops it while
- *   it pauses (below);
+ * - a span's `end`, where the span hands itself to the exporter, which keeps it for the next batch;
  * - the serialization of a batch (`OtlpSerialization.traces`). A batch is everything the exporter kept since the one
- *   before: handed over and not in it is dropped;
- * - each attempt at sending the batch, through the HTTP client. The exporter tries a batch again, 4 attempts in all,
- *   after a failure `HttpClient.retryTransient` calls transient (a transport error or timeout, 408, 429, 500, 502,
- *   503, 504); a batch it gives up on is dropped, and the exporter pauses: for a minute, and until its next export, it
- *   drops every span handed to it.
- *
- * The constants below are the library's (0.61); `test/Metrics.test.ts` fails if its exporter tries a batch otherwise.
+ *   before: handed over and not in it is dropped. A batch that would hold more than `OTEL_BSP_MAX_QUEUE_SIZE` spans
+ *   in batches waiting or being sent is dropped as it is, never serialized;
+ * - the sending of a batch, through the HTTP client: `EXPORTS_IN_FLIGHT` at once, the others waiting their turn, each
+ *   sent once and bounded by the transport's timeout. The exporter is always told it went, so it never tries again nor
+ *   pauses; a batch the collector did not answer with a 2xx is dropped, and the next is sent as usual: exports resume
+ *   with the collector.
  */
 import type * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
-import { type HttpBody, HttpClient, HttpClientError, type HttpClientResponse } from "@effect/platform"
-import { Cause, type Clock, Effect, Exit, Option, Tracer } from "effect"
+import { HttpBody, HttpClient, HttpClientResponse } from "@effect/platform"
+import type { HttpClientRequest } from "@effect/platform"
+import { Effect, Exit, Tracer } from "effect"
 import type { TracesData } from "./OtlpTracesProtobuf.js"
 
-const ATTEMPTS = 4
-const TRANSIENT_STATUSES = new Set([408, 429, 500, 502, 503, 504])
-const PAUSE_MILLIS = 60_000
+/** Batches being sent at once, at most: a collector that hangs holds no more requests or sockets. */
+export const EXPORTS_IN_FLIGHT = 2
 
-/** Whether the exporter tries its batch again after this attempt. */
-const triedAgain = (exit: Exit.Exit<HttpClientResponse.HttpClientResponse, unknown>, attempts: number): boolean =>
-  attempts < ATTEMPTS && Exit.match(exit, {
-    onSuccess: (response) => TRANSIENT_STATUSES.has(response.status),
-    onFailure: (cause) =>
-      Option.exists(
-        Cause.failureOption(cause),
-        (error) =>
-          HttpClientError.isHttpClientError(error) && error._tag === "RequestError" && error.reason === "Transport"
-      )
-  })
+/** The body of every batch dropped before it is serialized: never sent. */
+const DROPPED = HttpBody.uint8Array(new Uint8Array(0))
+
+/** What the exporter is told of every batch, whatever became of it. */
+const taken = (request: HttpClientRequest.HttpClientRequest) =>
+  HttpClientResponse.fromWeb(request, new Response(null, { status: 204 }))
 
 export interface SpanCounts {
   /** Spans in batches the collector answered with a 2xx. */
   readonly exported: number
-  /** Spans in batches the exporter gave up on, and spans it did not keep. */
+  /** Spans in batches that were not sent or not taken, and spans the exporter did not keep. */
   readonly dropped: number
   /** Spans handed to the exporter and not yet exported or dropped: waiting for their batch, or being sent. */
   readonly queued: number
 }
 
 /** The counts of one exporter, and what watches it: its tracer, serialization and HTTP client, wrapped. */
-export const makeSpanCounts = (clock: Clock.Clock) => {
+export const makeSpanCounts = (maxQueueSize: number) => {
   const counts = { exported: 0, dropped: 0, queued: 0 }
-  /** Handed over since the last batch, and not known to be dropped. */
+  /** Handed over since the last batch. */
   let waiting = 0
-  /** When the exporter gave up on a batch; `undefined` once a batch is serialized again (it exports again). */
-  let pausedAt: number | undefined
-  const batches = new WeakMap<HttpBody.HttpBody, { readonly spans: number; attempts: number }>()
+  /** Spans in batches waiting for their turn or being sent. */
+  let held = 0
+  /** Whether a batch of `spans` is refused: it would hold more than the queue's size (alone, it is always taken). */
+  const full = (spans: number) => held > 0 && held + spans > maxQueueSize
+  const sending = Effect.unsafeMakeSemaphore(EXPORTS_IN_FLIGHT)
+  /** The spans in each batch serialized and not yet sent. */
+  const batches = new WeakMap<HttpBody.HttpBody, number>()
 
   const settle = (spans: number, exported: boolean) => {
     counts.queued -= spans
-    if (exported) return void (counts.exported += spans)
-    counts.dropped += spans
-    pausedAt ??= clock.unsafeCurrentTimeMillis()
+    if (exported) counts.exported += spans
+    else counts.dropped += spans
   }
 
-  const handOver = () => {
-    if (pausedAt !== undefined && clock.unsafeCurrentTimeMillis() - pausedAt < PAUSE_MILLIS) {
-      counts.dropped += 1
-    } else {
-      waiting += 1
-      counts.queued += 1
-    }
-  }
   let libraryEnd: Tracer.Span["end"] | undefined
   /** The `end` of every span of the library's tracer (one function for all of them, from its prototype), counted. */
   function end(this: Tracer.Span, endTime: bigint, exit: Exit.Exit<unknown, unknown>) {
-    handOver()
+    waiting += 1
+    counts.queued += 1
     libraryEnd!.call(this, endTime, exit)
   }
 
@@ -100,19 +90,22 @@ export const makeSpanCounts = (clock: Clock.Clock) => {
           0
         )
         // What was handed over since the last batch and is not in this one, the exporter did not keep. Queued now: this
-        // batch, in flight, and the batches before it still being sent.
+        // batch, and the batches before it still being sent.
         const refused = waiting - spans
         if (refused > 0) counts.dropped += refused
         counts.queued -= refused
         waiting = 0
-        pausedAt = undefined
+        if (full(spans)) {
+          settle(spans, false)
+          return DROPPED
+        }
         try {
           const body = library.traces(data)
-          batches.set(body, { spans, attempts: 0 })
+          batches.set(body, spans)
           return body
-        } catch (error) {
+        } catch {
           settle(spans, false)
-          throw error
+          return DROPPED
         }
       }
     }),
@@ -120,17 +113,26 @@ export const makeSpanCounts = (clock: Clock.Clock) => {
     /** The client the exporter sends with; what it sends that is not a batch of spans is not looked at. */
     client: (transport: HttpClient.HttpClient): HttpClient.HttpClient =>
       HttpClient.transform(transport, (effect, request) => {
-        const batch = batches.get(request.body)
-        if (batch === undefined) return effect
-        return Effect.onExit(effect, (exit) =>
-          Effect.sync(() => {
-            batch.attempts += 1
-            if (Exit.isSuccess(exit) && exit.value.status >= 200 && exit.value.status < 300) {
-              settle(batch.spans, true)
-            } else if (!triedAgain(exit, batch.attempts)) {
-              settle(batch.spans, false)
-            }
-          }))
+        if (request.body === DROPPED) return Effect.succeed(taken(request))
+        const spans = batches.get(request.body)
+        if (spans === undefined) return effect
+        batches.delete(request.body)
+        // Other batches may have been serialized between this one's serialization and now.
+        if (full(spans)) {
+          settle(spans, false)
+          return Effect.succeed(taken(request))
+        }
+        held += spans
+        return effect.pipe(
+          sending.withPermits(1),
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              held -= spans
+              settle(spans, Exit.isSuccess(exit) && exit.value.status >= 200 && exit.value.status < 300)
+            })
+          ),
+          Effect.matchCause({ onFailure: () => taken(request), onSuccess: () => taken(request) })
+        )
       })
   }
 }

@@ -8,7 +8,7 @@
  * and JSON that `JsonBody.jsonProblem` accepts.
  */
 import { MAX_BODY_BYTES } from "../Domain/Errors.js"
-import { isJsonMediaType, jsonProblem } from "./JsonBody.js"
+import { isJsonMediaType, jsonProblem, syntaxProblem } from "./JsonBody.js"
 import * as Refusals from "./Refusals.js"
 import { targetStart } from "./Url.js"
 
@@ -97,7 +97,7 @@ export const checkBody = (bytes: Uint8Array, headers: Headers): ReadBody | Refus
   try {
     json = JSON.parse(text)
   } catch {
-    return Refusals.invalidJson("The request body is not valid JSON.")
+    return Refusals.invalidJson(`The request body is not valid JSON: ${syntaxProblem(text)}.`)
   }
   const problem = jsonProblem(text)
   return problem === undefined ? { text, json } : Refusals.invalidJson(`The request body is refused: ${problem}.`)

@@ -61,3 +61,104 @@ export const isJsonMediaType = (contentType: string | null) => {
   const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice(8).replace(/^"(.*)"$/, "$1")
   return type === "application/json" && (charset === undefined || charset === "utf-8" || charset === "utf8")
 }
+
+const LITERAL = /true|false|null/y
+const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
+const ESCAPE = /\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})/y
+
+/** A character as a message shows it: itself in quotes, or its code point when it cannot be seen. */
+const shown = (c: string) =>
+  c.charCodeAt(0) < 0x20 || c === "\u007f"
+    ? `U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`
+    : JSON.stringify(c)
+
+/**
+ * Why and where `JSON.parse` refuses `text` (its own message says neither): the first character that cannot be JSON
+ * (RFC 8259), by line and column, both from 1, columns in UTF-16 code units. One pass, with no recursion: the depth of
+ * the text is not bounded yet.
+ */
+export const syntaxProblem = (text: string): string => {
+  if (text.trim() === "") return "the body is empty"
+  const problem = firstSyntaxError(text)
+  if (problem === undefined) return "it is not valid JSON"
+  const before = text.slice(0, problem.at)
+  const line = before.split("\n").length
+  const column = problem.at - before.lastIndexOf("\n")
+  return `${problem.why}, at line ${line}, column ${column}`
+}
+
+type Next = "value" | "value or ]" | "name" | "name or }" | "after value" | ":"
+
+const firstSyntaxError = (text: string): { readonly at: number; readonly why: string } | undefined => {
+  /** The open arrays (`]`) and objects (`}`), innermost last. */
+  const open: Array<"]" | "}"> = []
+  /** What comes next: a value, a member's name, or what follows a value or a name. */
+  let next: Next = "value" as Next
+  let i = 0
+  const matchAt = (pattern: RegExp) => {
+    pattern.lastIndex = i
+    return pattern.test(text) ? pattern.lastIndex : undefined
+  }
+  /** A string from its opening quote; the offset after its closing one, or the problem. */
+  const string = (): number | { at: number; why: string } => {
+    for (let j = i + 1; j < text.length; j++) {
+      const c = text[j]
+      if (c === "\"") return j + 1
+      if (c.charCodeAt(0) < 0x20) return { at: j, why: `the control character ${shown(c)} must be escaped in a string` }
+      if (c === "\\") {
+        ESCAPE.lastIndex = j
+        if (!ESCAPE.test(text)) return { at: j, why: "a backslash starts no escape JSON has" }
+        j = ESCAPE.lastIndex - 1
+      }
+    }
+    return { at: text.length, why: "the body ends inside a string" }
+  }
+  const expected: Record<Next, string> = {
+    "value": "a value",
+    "value or ]": "a value or \"]\"",
+    "name": "a member name in double quotes",
+    "name or }": "a member name in double quotes or \"}\"",
+    "after value": "",
+    ":": "\":\" after the member name"
+  }
+  for (;;) {
+    while (i < text.length && " \t\n\r".includes(text[i])) i++
+    const close = open[open.length - 1]
+    if (next === "after value" && close === undefined) {
+      return i === text.length ? undefined : { at: i, why: `${shown(text[i])} follows the end of the JSON value` }
+    }
+    const wanted = next === "after value" ? `"," or ${JSON.stringify(close)}` : expected[next]
+    if (i === text.length) {
+      return { at: i, why: `the body ends where ${wanted} is expected` }
+    }
+    const c = text[i]
+    const unexpected = { at: i, why: `${shown(c)} where ${wanted} is expected` }
+    if (next === "after value" || next === ":") {
+      if (next === ":" && c === ":") next = "value"
+      else if (next === "after value" && c === ",") next = close === "}" ? "name" : "value"
+      else if (next === "after value" && c === close) open.pop()
+      else return unexpected
+      i++
+    } else if ((next === "value or ]" && c === "]") || (next === "name or }" && c === "}")) {
+      open.pop()
+      next = "after value"
+      i++
+    } else if (next === "name" || next === "name or }") {
+      if (c !== "\"") return unexpected
+      const end = string()
+      if (typeof end !== "number") return end
+      next = ":"
+      i = end
+    } else if (c === "{" || c === "[") {
+      open.push(c === "{" ? "}" : "]")
+      next = c === "{" ? "name or }" : "value or ]"
+      i++
+    } else {
+      const end = c === "\"" ? string() : matchAt(NUMBER) ?? matchAt(LITERAL)
+      if (end === undefined) return unexpected
+      if (typeof end !== "number") return end
+      next = "after value"
+      i = end
+    }
+  }
+}

@@ -2,7 +2,7 @@
  * An OTLP/HTTP receiver for the tests: it takes what an exporter POSTs to `/v1/traces` (and `/v1/metrics`), decodes
  * the spans from protobuf (`application/x-protobuf`, the OTLP `TracesData` message, read with the small wire-format
  * decoder below) or from JSON, and keeps them, with the raw bodies, for the test to look at. It answers 200, or the
- * status a test sets.
+ * status a test sets, or hangs while a test says so.
  */
 import { Effect, type Scope } from "effect"
 
@@ -147,6 +147,10 @@ export interface Receiver {
   readonly headers: Array<Headers>
   /** The status it answers with: 200 unless a test sets another (a collector that fails). */
   status: number
+  /** While true, requests are taken and never answered (a collector that hangs): each is open until its sender quits. */
+  hanging: boolean
+  /** Requests being received or held, now; the most there were at once; those held and given up on by their sender. */
+  readonly requests: { readonly open: number; readonly mostOpen: number; readonly abandoned: number }
 }
 
 /** A receiver on a free loopback port, for the life of the scope. */
@@ -154,13 +158,26 @@ export const otlpReceiver: Effect.Effect<Receiver, never, Scope.Scope> = Effect.
   const spans: Array<ReceivedSpan> = []
   const bodies: Array<{ path: string; contentType: string; text: string }> = []
   const headers: Array<Headers> = []
-  const receiver = { url: "", spans, bodies, headers, status: 200 }
+  const requests = { open: 0, mostOpen: 0, abandoned: 0 }
+  const receiver = { url: "", spans, bodies, headers, status: 200, hanging: false, requests }
   const server = yield* Effect.acquireRelease(
     Effect.sync(() =>
       Bun.serve({
         hostname: "127.0.0.1",
         port: 0,
+        idleTimeout: 0, // a held request stays open until its sender quits
         fetch: async (request) => {
+          requests.open += 1
+          requests.mostOpen = Math.max(requests.mostOpen, requests.open)
+          if (receiver.hanging) {
+            return new Promise<Response>((answer) =>
+              request.signal.addEventListener("abort", () => {
+                requests.open -= 1
+                requests.abandoned += 1
+                answer(new Response(null, { status: 500 }))
+              })
+            )
+          }
           const path = new URL(request.url).pathname
           const contentType = request.headers.get("content-type") ?? ""
           const body = new Uint8Array(await request.arrayBuffer())
@@ -173,6 +190,7 @@ export const otlpReceiver: Effect.Effect<Receiver, never, Scope.Scope> = Effect.
                 : decodeTracesProtobuf(body))
             )
           }
+          requests.open -= 1
           return new Response(null, { status: receiver.status })
         }
       })

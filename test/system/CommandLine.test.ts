@@ -54,6 +54,11 @@ describe("usage errors: exit 2, the command named, its help pointed to", () => {
   const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
     [["serve", "--port", "abc"], `petstore serve: --port must be an integer from 1 to 65535 (got "abc").`],
     [["keys", "create", "--name", ""], `petstore keys create: --name: a key name is 1 to 100 characters (got "").`],
+    [
+      ["keys", "create"],
+      "petstore keys create: --name is required: the key's name, 1 to 100 characters, says who or what uses it " +
+      "(--name ci-deploy)."
+    ],
     [["keys", "revoke", "nope"], `petstore keys revoke: ID: a key id is 12 hexadecimal digits (got "nope").`],
     [["keys"], "petstore keys: a command is needed: create, list or revoke."],
     [["serve", "--bogus"], "petstore serve: '--bogus' is not an option of this command, or its value is missing."],
@@ -119,6 +124,10 @@ describe("configuration errors: exit 1, the variable, the value and the accepted
     const lines = (result.stdout + result.stderr).trim().split("\n")
     expect(lines.at(-1)).toMatch(
       /^petstore: PostgreSQL at 127\.0\.0\.1:1\/db could not be reached within 2s \(DB_STARTUP_TIMEOUT\)/
+    )
+    // What to check, as the other refusals say what to fix.
+    expect(lines.at(-1)).toMatch(
+      /\. Check that the server is running and takes connections at 127\.0\.0\.1:1, the host and port of DATABASE_URL/
     )
     expect(lines.slice(0, -1).every((line) => JSON.parse(line).message.includes("retrying"))).toBe(true)
     expect(result.stderr).not.toContain("secret")
