@@ -364,7 +364,20 @@ const command = (
   label: string,
   run: (real: Run, model: Model) => Promise<void>,
   check: (model: Model) => boolean = () => true
-): Command => ({ check, run: (model, real) => run(real, model), toString: () => label })
+): Command => ({
+  check,
+  run: async (model, real) => {
+    trace(`${label}…`)
+    await run(real, model)
+    trace(`${label} done`)
+  },
+  toString: () => label
+})
+
+/** MODEL_TRACE names a file that gets each command as it starts and ends, to see where a run hangs. */
+const trace = (line: string) => {
+  if (process.env.MODEL_TRACE !== undefined) appendFileSync(process.env.MODEL_TRACE, `${new Date().toISOString()} ${line}\n`)
+}
 
 /** The start of a new follower: a position and the bounds the checks hold it to. */
 const startAt = async (run: Run, from: From, pick: number) => {
@@ -558,6 +571,7 @@ const expectEnded = async (run: Run, replica: number, what: string) => {
 
 /** Lets every follower reach the end of the feed, stops them, and checks what each received. */
 const finish = async (run: Run) => {
+  trace("catching up")
   for (const follower of run.followers) if (follower instanceof StreamFollower) follower.resume()
   const revoking = Math.max(0, ...run.revokedAt.values())
   const committed = await run.system.committed()
