@@ -80,6 +80,8 @@ class Run {
   readonly revokedAt = new Map<string, number>()
   /** Per replica: how many drains and restarts began (a stream opened before one may end without an event). */
   readonly interruptions: Array<number>
+  /** The replicas being drained or restarted now. */
+  readonly draining = new Set<number>()
   /** Positions a list answered, for followers that start at a past one. */
   readonly listed: Array<string> = []
   readonly idempotencyKeys: Array<{ readonly key: string; readonly body: string }> = []
@@ -259,7 +261,9 @@ class StreamFollower extends Follower {
       this.cut = undefined
       this.openedAt = undefined
       if (cutHere || this.finished) continue
-      const interrupted = run.interruptions[replica] > opened.interruptions
+      // A drain or restart began since it opened, or its server was draining already (and ends it at once).
+      const interrupted = run.interruptions[replica] > opened.interruptions || run.draining.has(replica) ||
+        run.system.generation(replica) > opened.generation
       const code = terminal?.data === undefined ? terminal?.event : JSON.parse(terminal.data).code
       if (code === "unauthorized") {
         if (!this.revoked()) run.violation(`${this.label}: ended unauthorized with its key not revoked`)
@@ -376,7 +380,9 @@ const command = (
 
 /** MODEL_TRACE names a file that gets each command as it starts and ends, to see where a run hangs. */
 const trace = (line: string) => {
-  if (process.env.MODEL_TRACE !== undefined) appendFileSync(process.env.MODEL_TRACE, `${new Date().toISOString()} ${line}\n`)
+  if (process.env.MODEL_TRACE !== undefined) {
+    appendFileSync(process.env.MODEL_TRACE, `${new Date().toISOString()} ${line}\n`)
+  }
 }
 
 /** The start of a new follower: a position and the bounds the checks hold it to. */
@@ -486,13 +492,15 @@ export const Commands = {
   drain: (r: number) =>
     command(`drain ${r} and serve again`, async (run) => {
       run.interruptions[r]++
-      await run.system.drain(r)
+      run.draining.add(r)
+      await run.system.drain(r).finally(() => run.draining.delete(r))
       await expectEnded(run, r, "the drain")
     }),
   restart: (r: number) =>
     command(`kill ${r} and start it again`, async (run) => {
       run.interruptions[r]++
-      await run.system.restart!(r)
+      run.draining.add(r)
+      await run.system.restart!(r).finally(() => run.draining.delete(r))
       await expectEnded(run, r, "the restart")
     }),
   wait: (ms: number) => command(`wait ${ms} ms`, () => sleep(ms).then(() => {}))
