@@ -148,7 +148,7 @@ describe("the change feed's model", () => {
   })
 })
 
-/** The cases the search found, each on SQLite and on two PostgreSQL replicas. */
+/** Named cases of the model (the first its search found; the others its commands in the order that breaks them), each on SQLite and on two PostgreSQL replicas. */
 const cases: Record<string, (replicas: number) => ReadonlyArray<Command>> = {
   "a stream that reconnects to its server while it drains is ended by the drain": () => [
     Commands.stream(0, undefined, "start", 0, false),
@@ -168,7 +168,7 @@ const cases: Record<string, (replicas: number) => ReadonlyArray<Command>> = {
   ]
 }
 
-describe("the change feed's model: the cases it found", () => {
+describe("the change feed's model: named cases", () => {
   for (const [name, commands] of Object.entries(cases)) {
     describe("SQLite", () => {
       it.live(name, () => Effect.promise(() => runCommands(inProcess(SQLite, 1), commands(1))), 30_000)
