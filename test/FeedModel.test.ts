@@ -148,7 +148,10 @@ describe("the change feed's model", () => {
   })
 })
 
-/** Named cases of the model (the first its search found; the others its commands in the order that breaks them), each on SQLite and on two PostgreSQL replicas. */
+/**
+ * Named cases of the model (the first its search found; the others its commands in the order that breaks them), each
+ * on SQLite and on two PostgreSQL replicas.
+ */
 const cases: Record<string, (replicas: number) => ReadonlyArray<Command>> = {
   "a stream that reconnects to its server while it drains is ended by the drain": () => [
     Commands.stream(0, undefined, "start", 0, false),

@@ -3,7 +3,7 @@
  * feed served by one or more replicas of one database (`FeedSystem`: in process, or the compiled executable). The
  * commands create pets (plain, idempotent and replayed, in bursts, and in transactions that roll back after their
  * insert), open followers at random positions (`start`, `now`, a list's `Feed-Position`, a past one) with and without
- * a `status` filter — event streams read fast, slowly, or stopped, and long polls — cut streams so that they reconnect
+ * a `status` filter (event streams read fast, slowly or stopped, and long polls), cut streams so that they reconnect
  * with `Last-Event-ID` on any replica, revoke keys, drain replicas and restart them.
  *
  * The followers reconnect as `EventSource` does (a stream ended by a drain, `slow_consumer` or a cut opens again with
