@@ -50,8 +50,8 @@ describe("the docs", () => {
     expect(missing).toEqual([])
   })
 
-  it("are at most 68 KB in docs/", () => {
+  it("are at most 72 KB in docs/", () => {
     const bytes = docs.reduce((sum, page) => sum + statSync(join(root, page)).size, 0)
-    expect(bytes).toBeLessThanOrEqual(68_000)
+    expect(bytes).toBeLessThanOrEqual(72_000)
   })
 })
