@@ -8,7 +8,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Option, Scope } from "effect"
+import { Context, Effect, Exit, Option, Schema, Scope } from "effect"
 import { ApiKeys, keyIdOf } from "../src/Auth/ApiKeys.js"
 import { statement, Statements } from "../src/Database/Statements.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
@@ -24,7 +24,8 @@ import {
 import { type App, appOn } from "./support/retries.js"
 
 const INSERT = statement<{ readonly id: number }, [name: string, status: string]>(
-  `INSERT INTO pets (name, category_id, status) VALUES (?, 1, ?) RETURNING id`
+  `INSERT INTO pets (name, category_id, status) VALUES (?, 1, ?) RETURNING id`,
+  Schema.Struct({ id: Schema.Number })
 )
 const ROLLED_BACK = "rolled back on purpose"
 
