@@ -3,8 +3,9 @@
  * (`Statements.ts`, `SqliteStatements.ts`) share: how a query hands its rows over, what a transaction offers its body.
  */
 import type { SqlError } from "@effect/sql"
-import { type Effect, Either, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
+import { type Effect, Either, ParseResult, Schema } from "effect"
 import type { Statement as Observed } from "../Observability/Hooks.js"
+import { compileCopy, REFUSED } from "../SchemaCopy.js"
 
 /** A statement: its text, the values its placeholders take, the rows it returns. */
 export interface Statement<Row, Params extends ReadonlyArray<unknown>> {
@@ -30,62 +31,22 @@ type RowOf<Row> = [Row] extends [never] ? [row?: undefined, collection?: string]
 /** What decodes the rows of a statement that returns none. */
 const noRows = (rows: ReadonlyArray<unknown>): Array<never> => rows as Array<never>
 
-/**
- * Whether a value is of a schema's type, checked by its AST's own keywords, literals and filters: the same answer as
- * decoding it, for the schemas rows have (structs of refined strings, numbers, literals, unions; no transformation).
- * `undefined` for a schema of another kind, which is then decoded. Decoding a row is ~4 µs (its four refined fields),
- * 60 % of a 100-row list; this check is a small fraction of that.
- */
-const checkOf = (ast: AST.AST): ((u: unknown) => boolean) | undefined => {
-  switch (ast._tag) {
-    case "StringKeyword":
-      return (u) => typeof u === "string"
-    case "NumberKeyword":
-      return (u) => typeof u === "number"
-    case "BooleanKeyword":
-      return (u) => typeof u === "boolean"
-    case "UnknownKeyword":
-      return () => true
-    case "Literal":
-      return (u) => u === ast.literal
-    case "Union": {
-      const members = ast.types.map(checkOf)
-      if (members.some((member) => member === undefined)) return undefined
-      return (u) => members.some((member) => member!(u))
-    }
-    case "Refinement": {
-      const from = checkOf(ast.from)
-      return from && ((u) => from(u) && Option.isNone(ast.filter(u, AST.defaultParseOption, ast)))
-    }
-    case "TypeLiteral": {
-      if (ast.indexSignatures.length > 0) return undefined
-      const fields = ast.propertySignatures.map(({ isOptional, name, type }) => ({
-        isOptional,
-        name,
-        check: checkOf(type)
-      }))
-      if (fields.some((field) => field.check === undefined || field.isOptional)) return undefined
-      return (u) => typeof u === "object" && u !== null && fields.every(({ check, name }) => check!((u as any)[name]))
-    }
-    default:
-      return undefined
-  }
-}
-
-/** Decodes one row by `row`: checked by its AST where it can be (the row as it is), else decoded. */
+/** Decodes one row by `row`: by its compiled check and copy where it has one (`SchemaCopy.ts`), else by the schema. */
 export const rowDecoder = <Row>(row: Schema.Schema<Row, any>) => {
   const decode = Schema.decodeUnknownEither(row)
-  const check = checkOf(row.ast)
-  return (u: unknown): Either.Either<Row, ParseResult.ParseError> =>
-    check !== undefined && check(u) ? Either.right(u as Row) : decode(u)
+  const copy = compileCopy(row.ast)
+  if (copy === undefined) return decode
+  return (u: unknown): Either.Either<Row, ParseResult.ParseError> => {
+    const copied = copy(u)
+    return copied === REFUSED ? decode(u) : Either.right(copied as Row)
+  }
 }
 
 /** Decodes rows by `row`; a row that does not decode throws, naming `what` and the schema's complaint. */
 export const rowsDecoder = <Row>(row: Schema.Schema<Row, any>, what: string) => {
-  const check = checkOf(row.ast)
   const decodeRow = rowDecoder(row)
   return (rows: ReadonlyArray<unknown>): Array<Row> =>
-    check !== undefined && rows.every(check) ? rows as Array<Row> : rows.map((u) => {
+    rows.map((u) => {
       const decoded = decodeRow(u)
       if (Either.isRight(decoded)) return decoded.right
       throw new Error(

@@ -6,76 +6,10 @@
  * here, compiled from the schema, at a small part of the cost; any value they do not accept goes to the schema's own
  * encoder, whose answer stands. `test/Encode.test.ts` searches for a value on which the two differ.
  */
-import { Either, Option, type ParseResult, Predicate, Schema } from "effect"
-import * as AST from "effect/SchemaAST"
+import { Either, type ParseResult, Schema } from "effect"
+import { compileCopy, REFUSED } from "../SchemaCopy.js"
 
-/** What a compiled check returns for a value it does not accept. */
-const REFUSED: unique symbol = Symbol("Serving/Encode/refused")
-
-/** A value's encoded form, built as `Schema.encodeEither` builds it, or `REFUSED`. */
-type Copy = (value: unknown) => unknown
-
-const primitive = (is: (value: unknown) => boolean): Copy => (value) => is(value) ? value : REFUSED
-
-/** The compiled check and copy of `ast`'s encoding, or undefined when its encoding is more than that. */
-export const compileCopy = (ast: AST.AST): Copy | undefined => {
-  if (Option.isSome(AST.getParseOptionsAnnotation(ast))) return undefined
-  switch (ast._tag) {
-    case "StringKeyword":
-      return primitive(Predicate.isString)
-    case "NumberKeyword":
-      return primitive(Predicate.isNumber)
-    case "BooleanKeyword":
-      return primitive(Predicate.isBoolean)
-    case "Literal":
-      return primitive((value) => value === ast.literal)
-    case "Union": {
-      if (!ast.types.every((member) => member._tag === "Literal")) return undefined
-      const literals = new Set(ast.types.map((member) => (member as AST.Literal).literal))
-      return primitive((value) => literals.has(value as AST.LiteralValue))
-    }
-    case "Refinement": {
-      const from = compileCopy(ast.from)
-      if (from === undefined) return undefined
-      return (value) => {
-        const copied = from(value)
-        return copied === REFUSED || Option.isSome(ast.filter(copied, AST.defaultParseOption, ast)) ? REFUSED : copied
-      }
-    }
-    case "TupleType": {
-      if (ast.elements.length > 0 || ast.rest.length !== 1) return undefined
-      const item = compileCopy(ast.rest[0].type)
-      if (item === undefined) return undefined
-      return (value) => {
-        if (!Array.isArray(value)) return REFUSED
-        const out: Array<unknown> = new Array(value.length)
-        for (let i = 0; i < value.length; i++) if ((out[i] = item(value[i])) === REFUSED) return REFUSED
-        return out
-      }
-    }
-    case "TypeLiteral": {
-      if (ast.indexSignatures.length > 0 || ast.propertySignatures.length === 0) return undefined
-      const fields: Array<{ readonly name: string; readonly optional: boolean; readonly copy: Copy }> = []
-      for (const property of ast.propertySignatures) {
-        const copy = compileCopy(property.type)
-        if (copy === undefined || typeof property.name !== "string") return undefined
-        fields.push({ name: property.name, optional: property.isOptional, copy })
-      }
-      return (value) => {
-        if (!Predicate.isRecord(value)) return REFUSED
-        // The schema's fields, in its order, and nothing else: what the encoder's output has.
-        const out: Record<string, unknown> = {}
-        for (const { copy, name, optional } of fields) {
-          if (optional && !Object.prototype.hasOwnProperty.call(value, name)) continue
-          if ((out[name] = copy(value[name])) === REFUSED) return REFUSED
-        }
-        return out
-      }
-    }
-    default:
-      return undefined
-  }
-}
+export { compileCopy }
 
 /** The success's JSON text, or why its schema refuses the value. */
 export const makeEncodeJson = (schema: Schema.Schema.Any) => {
