@@ -16,7 +16,7 @@ import type { SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
 import { Effect, type Exit, Fiber, FiberId, FiberSet, Scheduler } from "effect"
 import type { StatementHooks } from "../Observability/Hooks.js"
-import { type Continuing, statementFailed, type Writer } from "./SqliteWriter.js"
+import { type Continuing, statementFailed, type Writer } from "./SqliteUnits.js"
 import {
   type AnyStatement,
   describer,

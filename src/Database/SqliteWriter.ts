@@ -19,41 +19,21 @@ import { SqlError } from "@effect/sql"
 import type { Database } from "bun:sqlite"
 import { Context, Duration, Effect, Exit, FiberId } from "effect"
 import { isBusy } from "./DurableFile.js"
+import { type Held, holdFor } from "./SqliteHold.js"
+import {
+  closedError,
+  type Continuing,
+  expire,
+  failAll,
+  failedWith,
+  isContinuing,
+  type Outcome,
+  type Pending,
+  statementFailed,
+  type Turn,
+  type Writer
+} from "./SqliteUnits.js"
 import { makeWalSync } from "./SqliteWalSync.js"
-
-/**
- * A unit that goes on after its synchronous part (a transaction's body that waits): the writer holds its transaction
- * open, the unit's savepoint with it, until the unit ends or its deadline passes.
- */
-export interface Continuing<A, E> {
-  /** Calls `done` once, with the unit's outcome, when it ends. */
-  readonly onEnd: (done: (outcome: Exit.Exit<A, E>) => void) => void
-  /** Stops the unit (its deadline passed, its caller is gone, the writer closes): none of its statements runs after. */
-  readonly stop: () => void
-}
-
-export interface Writer {
-  /** The writer's connection, to prepare the statements of units on. Run them only inside a unit. */
-  readonly database: Database
-  /**
-   * Runs `unit` in the next group commit and succeeds with its result once that commit is durable. Fails with a
-   * `SqlError`: the unit threw (its statements rolled back), the database stayed busy past the deadline, or the commit
-   * failed. Interrupted before its turn, the unit does not run.
-   */
-  readonly write: <A>(unit: () => A) => Effect.Effect<A, SqlError.SqlError>
-  /**
-   * Runs `unit` as `write` does, but the unit gives its own outcome: an `Exit`, whose failure (of whatever kind) rolls
-   * its statements back and is its answer; or `Continuing`, and the writer holds the transaction until it ends. Past
-   * the unit's deadline it is stopped, rolled back, and fails with a `SqlError`; so it is if its caller is interrupted.
-   */
-  readonly run: <A, E>(unit: () => Exit.Exit<A, E> | Continuing<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
-  /**
-   * Inside a unit: takes the lock `name` until the unit's transaction is settled (its commit durable, or failed);
-   * false when a unit of an unsettled transaction holds it. So what a unit writes under a lock is durable before
-   * another unit reads it under that lock, as a transaction-scoped lock makes it on PostgreSQL.
-   */
-  readonly tryLock: (name: string) => boolean
-}
 
 /** The writer of the SQLite file; absent for PostgreSQL and for `:memory:`. */
 export class SqliteWriter extends Context.Tag("Sql/SqliteWriter")<SqliteWriter, Writer>() {}
@@ -63,40 +43,6 @@ const MAX_BATCH = 512
 /** The first wait for a busy database, doubled at each attempt up to the longest. */
 const FIRST_RETRY_MS = 1
 const LONGEST_RETRY_MS = 50
-
-type Outcome = Exit.Exit<unknown, unknown>
-
-interface Pending {
-  readonly unit: () => Outcome | Continuing<unknown, unknown>
-  readonly deadline: number
-  readonly resume: (effect: Effect.Effect<unknown, unknown>) => void
-  cancelled: boolean
-}
-
-/** The transaction of one group commit: its units, their outcomes so far, the locks they took. */
-interface Turn {
-  readonly batch: Array<Pending>
-  readonly outcomes: Array<Outcome | undefined>
-  readonly locked: Array<string>
-}
-
-/** The unit the writer holds its transaction for, and how to end that hold. */
-interface Held {
-  readonly pending: Pending
-  /** Stops the unit; the hold ends with `outcome` (a failure: the unit is rolled back), and the turn goes on. */
-  readonly stop: (outcome: Outcome) => void
-  /** Stops the unit and rolls the whole turn back now: the writer closes. */
-  readonly abandon: () => void
-}
-
-const failedWith = (message: string) => (cause: unknown) => new SqlError.SqlError({ cause, message })
-export const statementFailed = failedWith("Failed to execute statement")
-const closedError = () => failedWith("The database is closed")(new Error("closed"))
-const stayedBusy = failedWith("The database stayed busy past DB_QUERY_TIMEOUT")
-const heldTooLong = () =>
-  failedWith("The transaction did not end within DB_QUERY_TIMEOUT")(new Error("transaction timed out"))
-const isContinuing = (outcome: Outcome | Continuing<unknown, unknown>): outcome is Continuing<unknown, unknown> =>
-  !Exit.isExit(outcome)
 
 /** The writer on a connection of its own (WAL already on); a unit waits for a busy database up to `timeout`. */
 export const makeWriter = (
@@ -139,33 +85,6 @@ export const makeWriter = (
     setImmediate(flush)
   }
 
-  /** Answers the units of a transaction that failed with `error`; a unit that failed on its own keeps its failure. */
-  const failAll = (turn: Turn, error: SqlError.SqlError) => {
-    for (let i = 0; i < turn.batch.length; i++) {
-      const own = turn.outcomes[i]
-      if (!turn.batch[i].cancelled) {
-        turn.batch[i].resume(own !== undefined && Exit.isFailure(own) ? own : Effect.fail(error))
-      }
-    }
-  }
-
-  /** Fails the units whose deadline has passed; returns the time until the nearest remaining one. */
-  const expire = (now: number): number => {
-    let nearest = Infinity
-    const kept: Array<Pending> = []
-    for (const pending of queue) {
-      if (pending.cancelled) continue
-      if (pending.deadline > now) {
-        kept.push(pending)
-        nearest = Math.min(nearest, pending.deadline - now)
-      } else {
-        pending.resume(Effect.fail(stayedBusy(new Error("database is locked"))))
-      }
-    }
-    queue = kept
-    return nearest
-  }
-
   /** Ends a transaction that cannot commit: rolled back, its locks released, its units failed. */
   const abandon = (turn: Turn, error: SqlError.SqlError) => {
     settling = undefined
@@ -183,7 +102,8 @@ export const makeWriter = (
     scheduled = false
     retryTimer = undefined
     if (closed) return
-    const untilDeadline = expire(Date.now())
+    const { kept, nearest: untilDeadline } = expire(queue, Date.now())
+    queue = kept
     if (queue.length === 0) return
     try {
       begin.run()
@@ -267,47 +187,18 @@ export const makeWriter = (
     }
   }
 
-  /**
-   * Holds the turn's transaction open for unit `i`, which goes on: the units queued meanwhile wait for the next turn.
-   * The hold ends when the unit does, at its deadline (it is stopped, and fails), when its caller is interrupted (it
-   * is stopped) or when the writer closes (the whole turn is rolled back). The rest of the turn then runs at a turn of
-   * the event loop of its own, not inside the unit's last step.
-   */
+  /** Holds the turn's transaction open for unit `i`, which goes on (`SqliteHold.ts`). */
   const hold = (turn: Turn, i: number, unit: Continuing<unknown, unknown>) => {
-    const pending = turn.batch[i]
-    /** The unit's outcome is known, or it was stopped. */
-    let ended = false
-    /** The hold is over: the turn goes on, or was abandoned. */
-    let over = false
-    const goOn = (outcome: Outcome) => {
-      if (over) return
-      over = true
-      held = undefined
-      if (endUnit(turn, i, outcome)) proceed(turn, i + 1)
-    }
-    const end = (outcome: Outcome) => {
-      if (ended) return
-      ended = true
-      clearTimeout(timer)
-      setImmediate(() => goOn(outcome))
-    }
-    const stop = (outcome: Outcome) => {
-      if (ended) return
-      unit.stop()
-      end(outcome)
-    }
-    const abandonTurn = () => {
-      if (over) return
-      over = true
-      held = undefined
-      clearTimeout(timer)
-      if (!ended) unit.stop()
-      ended = true
-      abandon(turn, closedError())
-    }
-    const timer = setTimeout(() => stop(Exit.fail(heldTooLong())), Math.max(0, pending.deadline - Date.now()))
-    held = { pending, stop, abandon: abandonTurn }
-    unit.onEnd(end)
+    held = holdFor(turn.batch[i], unit, {
+      goOn: (outcome) => {
+        held = undefined
+        if (endUnit(turn, i, outcome)) proceed(turn, i + 1)
+      },
+      abandon: () => {
+        held = undefined
+        abandon(turn, closedError())
+      }
+    })
   }
 
   const run = <A, E>(unit: () => Exit.Exit<A, E> | Continuing<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
