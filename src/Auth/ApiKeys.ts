@@ -5,7 +5,7 @@
  * process at once. `isRevoked`, for those that follow the feed, asks the database each time.
  */
 import type { SqlError } from "@effect/sql"
-import { Clock, Deferred, Duration, Effect, FiberId, Option, Redacted } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Redacted } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { type ApiKeyId, type AuthenticatedKey, KEY_PREFIX } from "../Domain/ApiKey.js"
 import { ApiKeysRepo } from "./Repo.js"
@@ -144,18 +144,28 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
      * next read gives. One read per key at a time, however many ask.
      */
     const checks = new Map<ApiKeyId, { next: Deferred.Deferred<boolean> | undefined }>()
-    const readChecks = (id: ApiKeyId, under: { next: Deferred.Deferred<boolean> | undefined }): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const answer = under.next
-        if (answer === undefined) return Effect.sync(() => checks.delete(id))
-        under.next = undefined
-        return repo.findById(id).pipe(
-          Effect.map((found) => Option.isNone(found) || found.value.revokedAt !== null),
-          Effect.orElseSucceed(() => false),
-          Effect.onExit((exit) => Deferred.done(answer, exit)),
-          Effect.zipRight(readChecks(id, under))
-        )
-      })
+    const readChecks = (id: ApiKeyId, under: { next: Deferred.Deferred<boolean> | undefined }) => {
+      let answer: Deferred.Deferred<boolean> | undefined
+      return Effect.gen(function*() {
+        while ((answer = under.next) !== undefined) {
+          under.next = undefined
+          const read = repo.findById(id).pipe(
+            Effect.map((found) => Option.isNone(found) || found.value.revokedAt !== null),
+            Effect.orElseSucceed(() => false)
+          )
+          Deferred.unsafeDone(answer, yield* Effect.exit(read))
+        }
+        checks.delete(id) // in the step that found no check waiting
+      }).pipe(Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          // The service closes: nobody waits for a read that will not come.
+          checks.delete(id)
+          for (const left of [answer, under.next]) {
+            if (left !== undefined) Deferred.unsafeDone(left, Exit.interrupt(FiberId.none))
+          }
+        })
+      ))
+    }
     /**
      * Whether the key with this id is revoked (or gone), as a read of the database begun after the call says: what
      * was committed before, here or elsewhere, it sees. A read that fails counts as not revoked, to be looked at again.

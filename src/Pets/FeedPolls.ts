@@ -6,9 +6,10 @@
  * moves past the pets the filter passes over (past SCAN_MAX of them, the page is answered empty, further on).
  *
  * While polls wait, one check reads each of their keys every RECHECK_EVERY, and a poll that waited reads its key
- * again before it answers (`isRevoked` reads what was committed before it is asked): a key revoked while its poll
- * waits, here or elsewhere, is answered 401 within half a second, and gets no pet created after its revocation. When the listener stops accepting connections (the drain), every poll answers its page as it stands
- * (empty, with `next`), and one that comes later answers at once, so that the client polls on from another replica.
+ * again before it answers (`isRevoked` sees what was committed before it is asked): a key revoked while its poll
+ * waits, here or elsewhere, is answered 401 within half a second, and gets no pet created after its revocation. When
+ * the listener stops accepting connections (the drain), every poll answers its page as it stands (empty, with `next`),
+ * and one that comes later answers at once, so that the client polls on from another replica.
  *
  * `next` never moves past a pet the page does not hold. A pet the `Pet` schema refuses (a row written around the API)
  * ends the page before it; a page that would begin with it is a defect (a 500, logged with the refusal), sent again
