@@ -4,7 +4,7 @@
  */
 import { SqlClient, SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Either, Exit, Layer, Option, Redacted, Ref, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Ref, TestClock } from "effect"
 import {
   ApiKeys,
   generateKey,
@@ -450,6 +450,28 @@ describeBackends((backend) => {
       expect(yield* keys.isRevoked(issued.id)).toBe(true)
       yield* TestClock.adjust(Duration.subtract(RECHECK_AFTER, Duration.millis(1)))
       expect(yield* keys.isRevoked(issued.id)).toBe(true)
+    }))
+
+  it.scoped("the feed's revocation check reads after it is asked; the checks made while a read runs share the next", () =>
+    Effect.gen(function*() {
+      const url = yield* backend.freshDatabase
+      const { holdNextRead, keys, reads } = yield* probedKeys(Sql.layer(url))
+      const issued = yield* keys.create("followed")
+      expect(yield* keys.isRevoked(issued.id)).toBe(false)
+      expect(yield* reads).toBe(1)
+      // A read that runs while another process revokes the key: the checks asked meanwhile wait for the next read.
+      const { read, release } = yield* holdNextRead
+      const first = yield* Effect.fork(keys.isRevoked(issued.id))
+      yield* Deferred.await(read)
+      expect(yield* (yield* processOn(url)).revoke(issued.id)).toBe(true)
+      const later = yield* Effect.fork(Effect.all(Array.from({ length: 5 }, () => keys.isRevoked(issued.id)), {
+        concurrency: "unbounded"
+      }))
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+      yield* Deferred.succeed(release, undefined)
+      expect(yield* Fiber.join(first)).toBe(false)
+      expect(yield* Fiber.join(later)).toEqual([true, true, true, true, true])
+      expect(yield* reads).toBe(3)
     }))
 
   it.scoped("a wrong secret under a known id is refused", () =>

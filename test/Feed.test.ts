@@ -7,9 +7,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Option, type Scope, Stream, TestClock } from "effect"
+import { Context, Deferred, Effect, Fiber, Option, type Scope, Stream, TestClock, TestServices } from "effect"
 import { FEED_CHANNEL, Notifications } from "../src/Database/Notifications.js"
 import * as Sql from "../src/Database/Sql.js"
+import { LISTEN_LINGER, PetsFeed } from "../src/Pets/Feed.js"
 import { PetsRepo } from "../src/Pets/Repo.js"
 import { type Backend, describeBackends, describePostgres, SQLite } from "./support/backends.js"
 import { type App, appOn, appOnDatabase, appWith, createRequest, json } from "./support/retries.js"
@@ -231,6 +232,47 @@ describe("SQLite", () => {
 })
 
 describePostgres((backend) => {
+  /**
+   * Whether the pool hands out all its connections (10) at once: as many transactions, each holding its connection
+   * until all have one. A connection lost to the pool keeps the last from starting (real time, 5 s at most).
+   */
+  const poolWhole = (sql: SqlClient.SqlClient) =>
+    Effect.gen(function*() {
+      let holding = 0
+      const all = yield* Deferred.make<void>()
+      const holders = yield* Effect.forkAll(Array.from({ length: 10 }, () =>
+        sql.withTransaction(Effect.gen(function*() {
+          yield* sql`SELECT 1`
+          if (++holding === 10) yield* Deferred.succeed(all, undefined)
+          yield* Deferred.await(all)
+        }))))
+      for (let i = 0; i < 100 && holding < 10; i++) yield* settle
+      yield* Fiber.interrupt(holders)
+      return holding === 10
+    })
+
+  it.scoped("followers that join and leave within milliseconds leave the pool every connection", () =>
+    Effect.gen(function*() {
+      const app = yield* appWith(backend)
+      const feed = Context.get(app.context, PetsFeed)
+      expect(yield* poolWhole(app.sql)).toBe(true)
+      // Each leaves while the feed may still be reserving the connection it listens on; some a little later.
+      yield* TestServices.provideLive(
+        Effect.gen(function*() {
+          for (let i = 0; i < 30; i++) {
+            yield* Effect.scoped(Effect.zipRight(
+              feed.join({ deliver: () => true, dropped: () => {} }),
+              i % 3 === 0 ? Effect.void : Effect.sleep(i % 3)
+            ))
+          }
+        }).pipe(Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the pool ran dry") }))
+      )
+      // Nobody follows: once the feed has stopped listening, the pool has all its connections again.
+      yield* settle
+      yield* TestClock.adjust(LISTEN_LINGER)
+      expect(yield* poolWhole(app.sql)).toBe(true)
+    }))
+
   it.live("two replicas, concurrent creates: every follower on either sees every acknowledged pet once, in one order", () =>
     Effect.scoped(Effect.gen(function*() {
       const url = yield* backend.freshDatabase

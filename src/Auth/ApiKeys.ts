@@ -2,10 +2,10 @@
  * Issuing, listing, revoking and checking API keys. A key is checked against the database, its stored hash compared in
  * constant time; a key that passed is taken at its word for `RECHECK_AFTER` before the database is asked again, so a
  * revocation made by another process holds within that time (the contract's bound is one second), one made by this
- * process at once.
+ * process at once. `isRevoked`, for those that follow the feed, asks the database each time.
  */
 import type { SqlError } from "@effect/sql"
-import { Cache, Clock, Duration, Effect, Option, Redacted } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Redacted } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { type ApiKeyId, type AuthenticatedKey, KEY_PREFIX } from "../Domain/ApiKey.js"
 import { ApiKeysRepo } from "./Repo.js"
@@ -89,24 +89,12 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       if (passed.size >= MAX_REMEMBERED) passed.delete(passed.keys().next().value!)
       passed.set(text, entry)
     }
-    /**
-     * The keys' records for `isRevoked`, by id: one read per key every RECHECK_AFTER, however many wait on it. (Here
-     * Effect's `Cache` fits: a record, not a verdict, is kept, and only for ids that have a stream open.)
-     */
-    const records = yield* Cache.make({
-      capacity: MAX_REMEMBERED,
-      timeToLive: RECHECK_AFTER,
-      lookup: (id: ApiKeyId) => repo.findById(id)
-    })
     /** Forgets the key with this id, and makes the checks under way when it is called remember nothing. */
     const forget = (id: ApiKeyId) =>
-      Effect.zipRight(
-        Effect.sync(() => {
-          revocations++
-          for (const [text, entry] of passed) if (entry.id === id) passed.delete(text)
-        }),
-        records.invalidate(id)
-      )
+      Effect.sync(() => {
+        revocations++
+        for (const [text, entry] of passed) if (entry.id === id) passed.delete(text)
+      })
 
     /** Uses not written yet: by key id, the time of the first use since the last write. */
     const unwritten = new Map<ApiKeyId, string>()
@@ -152,19 +140,44 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("Auth/ApiKeys", {
       )
 
     /**
-     * Whether the key with this id is revoked (or gone), as the database said at most RECHECK_AFTER ago (at once
-     * after a revocation made here); a read that fails counts as not revoked, to be looked at again.
+     * `isRevoked`'s reads, by key id, while one runs: the answer the checks made since it began wait for, which the
+     * next read gives. One read per key at a time, however many ask.
+     */
+    const checks = new Map<ApiKeyId, { next: Deferred.Deferred<boolean> | undefined }>()
+    const readChecks = (id: ApiKeyId, under: { next: Deferred.Deferred<boolean> | undefined }) => {
+      let answer: Deferred.Deferred<boolean> | undefined
+      return Effect.gen(function*() {
+        while ((answer = under.next) !== undefined) {
+          under.next = undefined
+          const read = repo.findById(id).pipe(
+            Effect.map((found) => Option.isNone(found) || found.value.revokedAt !== null),
+            Effect.orElseSucceed(() => false)
+          )
+          Deferred.unsafeDone(answer, yield* Effect.exit(read))
+        }
+        checks.delete(id) // in the step that found no check waiting
+      }).pipe(Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          // The service closes: nobody waits for a read that will not come.
+          checks.delete(id)
+          for (const left of [answer, under.next]) {
+            if (left !== undefined) Deferred.unsafeDone(left, Exit.interrupt(FiberId.none))
+          }
+        })
+      ))
+    }
+    /**
+     * Whether the key with this id is revoked (or gone), as a read of the database begun after the call says: what
+     * was committed before, here or elsewhere, it sees. A read that fails counts as not revoked, to be looked at again.
      */
     const isRevoked = (id: ApiKeyId): Effect.Effect<boolean> =>
       Effect.suspend(() => {
-        const revocationsBefore = revocations
-        return records.get(id).pipe(
-          // A record read while this process revoked a key may predate the revocation: it answers this check only
-          // (the cache stores a lookup's outcome even when the id was invalidated while it ran).
-          Effect.tap(() => revocations === revocationsBefore ? Effect.void : records.invalidate(id)),
-          Effect.map((found) => Option.isNone(found) || found.value.revokedAt !== null),
-          Effect.orElseSucceed(() => false)
-        )
+        const running = checks.get(id)
+        const under = running ?? { next: undefined }
+        const answer = under.next ??= Deferred.unsafeMake<boolean>(FiberId.none)
+        if (running !== undefined) return Deferred.await(answer)
+        checks.set(id, under)
+        return Effect.zipRight(Effect.forkIn(readChecks(id, under), scope), Deferred.await(answer))
       })
 
     /**

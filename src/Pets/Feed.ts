@@ -64,6 +64,12 @@ export const passesOver = (change: FeedChange, status: PetStatus | undefined): b
 export const BATCH = 100
 /** How often a process that has followers looks for changes without a wake-up (one missed, or none to come). */
 const CHECK_EVERY = Duration.seconds(1)
+/**
+ * How long the wake-ups are listened for after the last follower left (followers that come and go keep one `LISTEN`):
+ * longer than a connection of the pool is waited for (`DB_CONNECT_TIMEOUT`, 5 s unless set), so that a listen stops
+ * only once its connection is reserved (one stopped while reserving loses it to the pool).
+ */
+export const LISTEN_LINGER = Duration.seconds(10)
 
 /**
  * A follower of the feed: handed the changes read after it joined, in commit order, as they are read. `deliver` is
@@ -191,17 +197,19 @@ export class PetsFeed extends Effect.Service<PetsFeed>()("Pets/Feed", {
       Effect.forever,
       Effect.forkScoped
     )
-    // PostgreSQL's wake-ups, while anyone follows: listening holds a connection of the pool.
+    // PostgreSQL's wake-ups, while anyone follows and LISTEN_LINGER after: listening holds a connection of the pool.
     const notifications = yield* Effect.serviceOption(Notifications)
     if (Option.isSome(notifications)) {
       const listen = notifications.value.listen(FEED_CHANNEL).pipe(
         Stream.tapError((error) => Effect.logDebug("the change feed's wake-ups stopped; listening again", error)),
         Stream.retry(Schedule.spaced(CHECK_EVERY))
       )
+      // The last follower's leave counts once nobody has joined for LISTEN_LINGER.
+      const active = (n: number) => n > 0 ? Effect.succeed(true) : Effect.as(Effect.sleep(LISTEN_LINGER), false)
       yield* following.changes.pipe(
-        Stream.map((n) => n > 0),
+        Stream.flatMap((n) => Stream.fromEffect(active(n)), { switch: true }),
         Stream.changes,
-        Stream.flatMap((active) => active ? listen : Stream.empty, { switch: true }),
+        Stream.flatMap((listening) => listening ? listen : Stream.empty, { switch: true }),
         Stream.runForEach(() => Queue.offer(wake, undefined)),
         Effect.forkScoped
       )

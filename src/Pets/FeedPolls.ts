@@ -5,10 +5,11 @@
  * committed before it joined the feed's followers from the table, then takes the process's reads (`Feed.ts`); `next`
  * moves past the pets the filter passes over (past SCAN_MAX of them, the page is answered empty, further on).
  *
- * While polls wait, one check looks at each of their keys every RECHECK_EVERY, and a poll that waited looks at its key
- * again before it answers: a key revoked while its poll waits is answered 401, and gets no pet created after its
- * revocation. When the listener stops accepting connections (the drain), every poll answers its page as it stands
- * (empty, with `next`), and one that comes later answers at once, so that the client polls on from another replica.
+ * While polls wait, one check reads each of their keys every RECHECK_EVERY, and a poll that waited reads its key
+ * again before it answers (`isRevoked` sees what was committed before it is asked): a key revoked while its poll
+ * waits, here or elsewhere, is answered 401 within half a second, and gets no pet created after its revocation. When
+ * the listener stops accepting connections (the drain), every poll answers its page as it stands (empty, with `next`),
+ * and one that comes later answers at once, so that the client polls on from another replica.
  *
  * `next` never moves past a pet the page does not hold. A pet the `Pet` schema refuses (a row written around the API)
  * ends the page before it; a page that would begin with it is a defect (a 500, logged with the refusal), sent again
@@ -16,7 +17,7 @@
  */
 import { type Chunk, Deferred, Duration, Effect, Exit, Queue, Stream, SubscriptionRef } from "effect"
 import { CurrentApiKey } from "../Auth/Api.js"
-import { ApiKeys, RECHECK_AFTER } from "../Auth/ApiKeys.js"
+import { ApiKeys } from "../Auth/ApiKeys.js"
 import { refuseInvalidKey } from "../Auth/Http.js"
 import type { ApiKeyId } from "../Domain/ApiKey.js"
 import { feedPositionGone } from "../Domain/Errors.js"
@@ -31,10 +32,10 @@ const SCAN_MAX = 1_000
 /** How many changes a poll may have waiting (it takes them as they come). */
 const POLL_QUEUE = 1_000
 /**
- * How often the keys of the waiting polls are looked at: with `isRevoked`'s records at most RECHECK_AFTER old, a
- * revocation ends the wait within a second (at once, at the next look, when this process made it).
+ * How often the keys of the waiting polls are read (one read per key, however many polls wait on it): a revocation
+ * ends the wait within this time and a read, well within half a second.
  */
-const RECHECK_EVERY = Duration.millis(Duration.toMillis(RECHECK_AFTER) / 2)
+const RECHECK_EVERY = Duration.millis(250)
 
 interface PollOptions {
   readonly limit: number
@@ -85,12 +86,12 @@ export class FeedPolls extends Effect.Service<FeedPolls>()("Pets/FeedPolls", {
     const keys = yield* ApiKeys
     const lifecycle = yield* Lifecycle
 
-    /** The polls that wait, by key: the wake-up of each, called when its key is revoked or the drain begins. */
-    const waiting = new Map<ApiKeyId, Set<() => void>>()
+    /** The polls that wait, by key: the wake-up of each, called when its key is revoked (true) or the drain begins. */
+    const waiting = new Map<ApiKeyId, Set<(revoked: boolean) => void>>()
     let draining = false
     const waitingCount = yield* SubscriptionRef.make(0)
-    const wakeAll = (wakes: Iterable<() => void> | undefined) => {
-      for (const wake of [...(wakes ?? [])]) wake()
+    const wakeAll = (wakes: Iterable<(revoked: boolean) => void> | undefined, revoked: boolean) => {
+      for (const wake of [...(wakes ?? [])]) wake(revoked)
     }
     // While any poll waits: each of their keys looked at once per RECHECK_EVERY.
     yield* waitingCount.changes.pipe(Stream.filter((n) => n > 0), Stream.runHead).pipe(
@@ -99,7 +100,7 @@ export class FeedPolls extends Effect.Service<FeedPolls>()("Pets/FeedPolls", {
         Effect.suspend(() =>
           Effect.forEach([...waiting.keys()], (key) =>
             Effect.map(keys.isRevoked(key), (revoked) => {
-              if (revoked) wakeAll(waiting.get(key))
+              if (revoked) wakeAll(waiting.get(key), true)
             }), { concurrency: "unbounded", discard: true })
         )
       ),
@@ -109,7 +110,7 @@ export class FeedPolls extends Effect.Service<FeedPolls>()("Pets/FeedPolls", {
     yield* lifecycle.stoppedAccepting.pipe(
       Effect.zipRight(Effect.sync(() => {
         draining = true
-        for (const wakes of waiting.values()) wakeAll(wakes)
+        for (const wakes of waiting.values()) wakeAll(wakes, false)
       })),
       Effect.forkScoped
     )
@@ -117,9 +118,9 @@ export class FeedPolls extends Effect.Service<FeedPolls>()("Pets/FeedPolls", {
     const woken = (key: ApiKeyId) =>
       Effect.acquireRelease(
         Effect.gen(function*() {
-          const done = yield* Deferred.make<void>()
-          const wake = () => Deferred.unsafeDone(done, Exit.void)
-          if (draining) wake()
+          const done = yield* Deferred.make<boolean>()
+          const wake = (revoked: boolean) => Deferred.unsafeDone(done, Exit.succeed(revoked))
+          if (draining) wake(false)
           const wakes = waiting.get(key) ?? new Set()
           waiting.set(key, wakes.add(wake))
           yield* SubscriptionRef.update(waitingCount, (n) => n + 1)
@@ -168,8 +169,9 @@ export class FeedPolls extends Effect.Service<FeedPolls>()("Pets/FeedPolls", {
           }
         })
         // One deadline for the whole wait, however many changes the filter passes over meanwhile.
-        yield* Effect.raceFirst(taking, Effect.raceFirst(Effect.sleep(Duration.millis(options.millis)), awaited))
-        return yield* page.page(true)
+        const deadline = Effect.as(Effect.sleep(Duration.millis(options.millis)), false)
+        const revoked = yield* Effect.raceFirst(Effect.as(taking, false), Effect.raceFirst(deadline, awaited))
+        return revoked ? undefined : yield* page.page(true)
       }))
 
     /** A long poll of the request's key; 410 for a position the feed cannot resume from. */
@@ -179,8 +181,9 @@ export class FeedPolls extends Effect.Service<FeedPolls>()("Pets/FeedPolls", {
         const end = yield* orUnavailable(feed.feedEnd)
         const after = resumeFrom(query.after ?? "now", end)
         if (after === undefined) return yield* feedPositionGone()
-        const page: { changes: ReadonlyArray<FeedChange & { readonly pet: Pet }>; next: number; waited: boolean } =
-          yield* orUnavailable(
+        const page:
+          | { changes: ReadonlyArray<FeedChange & { readonly pet: Pet }>; next: number; waited: boolean }
+          | undefined = yield* orUnavailable(
             follow(key, after, {
               limit: query.limit ?? LIMIT_DEFAULT,
               status: query.status,
@@ -188,8 +191,8 @@ export class FeedPolls extends Effect.Service<FeedPolls>()("Pets/FeedPolls", {
               end
             })
           )
-        // A poll that waited answers only a key that still holds.
-        if (page.waited && (yield* keys.isRevoked(key))) return yield* refuseInvalidKey
+        // A poll whose key was found revoked, or that waited and whose key does not hold now, is refused.
+        if (page === undefined || (page.waited && (yield* keys.isRevoked(key)))) return yield* refuseInvalidKey
         return {
           changes: page.changes.map(({ pet, position }) => ({ position: formatPosition(end.database, position), pet })),
           next: formatPosition(end.database, page.next)
