@@ -68,6 +68,24 @@ describe("one server per SQLite database file, whatever names it", () => {
       expect(lastMigration(file)).toBe(latest - 1)
     }))
 
+  it.scoped("a server of an earlier version, which holds <database>.lock, refuses this one", () =>
+    Effect.gen(function*() {
+      const file = join(scratch(), "pets.db")
+      yield* Effect.scoped(served(file))
+      const earlier = yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const lock = new Database(`${file}.lock`, { create: true, readwrite: true })
+          lock.run("PRAGMA journal_mode = MEMORY")
+          lock.run("BEGIN EXCLUSIVE")
+          return lock
+        }),
+        (lock) => Effect.sync(() => lock.close())
+      )
+      expect(yield* refusal(file)).toBe(alreadyServed(file))
+      earlier.close()
+      yield* Effect.scoped(served(file))
+    }))
+
   it.scoped("a server that is still starting on a new file holds it: a second writes nothing to it", () =>
     Effect.gen(function*() {
       const directory = scratch()

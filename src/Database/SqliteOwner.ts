@@ -104,7 +104,8 @@ const names = (file: string, fd: number): boolean => {
 
 /**
  * The `<database>.lock` of earlier versions, on which their server holds an exclusive SQLite transaction: taken as
- * they take it when it exists (never created), so that through an upgrade a server of either version refuses the other.
+ * they take it, when it exists (it is never created): through an upgrade, an earlier server still serving the file
+ * refuses this one, and one started later finds it held.
  */
 const earlierLock = (file: string): Database | undefined => {
   const path = `${resolve(file)}.lock`
@@ -133,7 +134,13 @@ interface Held {
 const take = (file: string): Held => {
   for (;;) {
     const { created, fd } = openOrCreate(file)
-    const refused = flock(fd)
+    let refused: string | undefined
+    try {
+      refused = flock(fd)
+    } catch (error) {
+      closeSync(fd)
+      throw error
+    }
     if (refused === undefined && names(file, fd)) {
       try {
         return { fd, created, earlier: earlierLock(file) }
