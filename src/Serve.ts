@@ -2,7 +2,7 @@
  * Running the service: the HTTP server on a database, with the logger, traces and metrics as configured.
  * `petstore serve` (the command line's) and a bare start (`main.ts`) both come here.
  */
-import { Config, ConfigError, Effect, Layer, Option, type Redacted } from "effect"
+import { Config, ConfigError, Deferred, Effect, Layer, Option, type Redacted } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import {
   BackupEvery,
@@ -86,14 +86,17 @@ export const serve = (flags: ServeFlags) =>
           requestTimeout: yield* RequestTimeoutConfig,
           describe: { version: VERSION, database: Sql.describeDatabase(options.database) }
         }
+        // Once listening, the service has started: a SQLite file this start created stays (`Sql.servedLayer`).
+        const listening = yield* Deferred.make<void>()
         return yield* Layer.launch(
           ListenerLive(settings).pipe(
+            Layer.tap(() => Deferred.succeed(listening, undefined)),
             Layer.provide(WebHandlerLive(settings)),
             Layer.provide(Lifecycle.Default),
             // Pruned and backed up below the listener: both stop once the drain is over, with the database still open.
             Layer.provideMerge(RateLimitPruningLive),
             Layer.provideMerge(backups),
-            Layer.provide(Sql.servedLayer(options.database)),
+            Layer.provide(Sql.servedLayer(options.database, Deferred.isDone(listening))),
             Layer.provide(ObservabilityLive(VERSION))
           )
         ).pipe(Effect.withTracerEnabled(false))

@@ -71,13 +71,17 @@ export const readingLayer = (url: Redacted.Redacted<string>): Layer.Layer<SqlCli
 
 /**
  * The database as `serve` holds it: `layer`, and for a SQLite file its ownership (`SqliteOwner.ts`: one server per
- * file), taken once the file is open, so that a file that cannot be opened is explained as such.
+ * file), taken before the file is opened and migrated. `started`, asked at the stop, says whether the service started:
+ * a SQLite file this start created is removed if it did not.
  */
-export const servedLayer = (url: Redacted.Redacted<string>): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
+export const servedLayer = (
+  url: Redacted.Redacted<string>,
+  started: Effect.Effect<boolean>
+): Layer.Layer<SqlClient.SqlClient, DatabaseError> => {
   const value = Redacted.value(url)
-  return isPostgresUrl(value)
-    ? layer(url)
-    : Layer.scopedDiscard(Effect.flatMap(sqliteFile(value), SqliteOwner.own)).pipe(Layer.provideMerge(layer(url)))
+  return isPostgresUrl(value) ? layer(url) : layer(url).pipe(
+    Layer.provide(Layer.scopedDiscard(Effect.flatMap(sqliteFile(value), (file) => SqliteOwner.own(file, started))))
+  )
 }
 
 /** A fresh in-memory database, for tests. */

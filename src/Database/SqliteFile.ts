@@ -96,7 +96,7 @@ const creationRefused = (directory: string): string | undefined => {
 
 const WRITABLE_DISK = "Set DATABASE_URL to a file on a writable disk, for example /data/petstore.db or ./petstore.db."
 
-/** Why the file cannot be opened and what to do, from what the file system says about it; SQLite's words otherwise. */
+/** Why the file cannot be opened and what to do, from what the file system says about it; `reason` otherwise. */
 const diagnose = (path: string, reason: string): string => {
   const file = resolve(path)
   const directory = dirname(file)
@@ -136,8 +136,14 @@ const diagnose = (path: string, reason: string): string => {
   if (refused !== undefined) {
     return `no file can be created in ${directory} (${refused}): its file system refuses new files. ${WRITABLE_DISK}`
   }
-  return `SQLite says: ${reason}.`
+  return `${reason}.`
 }
+
+const openFailure = (path: string, explanation: string) =>
+  `DATABASE_URL names the SQLite database ${resolve(path)}, which cannot be opened: ${explanation}`
+
+/** The one line that says the SQLite database `path` cannot be opened, why and what to do (`reason` if unexplained). */
+export const cannotOpen = (path: string, reason: string): string => openFailure(path, diagnose(path, reason))
 
 /**
  * Why a command that only reads (`keys list`, `backup`) cannot read the database `path`, and what access it needs, when
@@ -195,9 +201,10 @@ export const explainingOpenFailures = (file: string, access: "read" | "write" = 
       .find((reason) => reason !== undefined)
     return reason === undefined ? Layer.failCause(cause) : Layer.fail(
       new DatabaseFileError({
-        message: `DATABASE_URL names the SQLite database ${resolve(file)}, which cannot be opened: ${
-          (access === "read" ? readAccessProblem(file) : undefined) ?? diagnose(file, reason)
-        }`
+        message: openFailure(
+          file,
+          (access === "read" ? readAccessProblem(file) : undefined) ?? diagnose(file, `SQLite says: ${reason}`)
+        )
       })
     )
   })

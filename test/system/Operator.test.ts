@@ -1,10 +1,11 @@
 /**
  * What an operator meets around the executable: its configuration from the environment alone (no `.env`, no
- * `bunfig.toml` from the working directory), one server per SQLite file (and the lock gone with a killed server), the
- * start line's docs URL, and what a user who may only read the database can do.
+ * `bunfig.toml` from the working directory), one server per SQLite file whatever names it (and the lock gone with a
+ * killed server), a failed start that leaves no database behind, the start line's docs URL, and what a user who may
+ * only read the database can do.
  */
 import { spawnSync } from "node:child_process"
-import { chmodSync, writeFileSync } from "node:fs"
+import { chmodSync, linkSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import {
@@ -19,6 +20,13 @@ import {
 } from "./support/petstore.js"
 
 afterAll(stopAll)
+
+/** A loopback port a server of the test holds until the test file ends. */
+const busyPort = async () => {
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("someone else") })
+  afterAll(() => server.stop(true))
+  return server.port!
+}
 
 describe("the executable reads its configuration from the environment alone", () => {
   it("a .env and a bunfig.toml in the working directory change nothing", () => {
@@ -40,17 +48,28 @@ describe("one server per SQLite file", () => {
     const directory = scratchDirectory()
     const database = join(directory, "pets.db")
     const first = await startPetstore({ database })
-    const second = spawnPetstore(["serve"], {
-      HOST: "127.0.0.1",
-      PORT: String(await freePort()),
-      DATABASE_URL: database
-    })
-    expect((await second.exited).code).toBe(1)
-    expect(second.output()).toBe(
-      `petstore: another petstore process already serves the SQLite database ${database} (it holds ${database}.lock): ` +
-        `one process serves a SQLite file. Stop that one first; to run several processes, store the catalogue in ` +
-        `PostgreSQL (DATABASE_URL=postgres://…).\n`
-    )
+    // The same file under other names: a symlink to it, one to its directory, a hard link in another directory.
+    const elsewhere = join(scratchDirectory(), "other")
+    mkdirSync(elsewhere)
+    symlinkSync(database, join(elsewhere, "link.db"))
+    symlinkSync(directory, join(elsewhere, "directory"))
+    linkSync(database, join(elsewhere, "hard.db"))
+    for (
+      const [path, real] of [
+        [database, ""],
+        [join(elsewhere, "link.db"), ` (the file ${database})`],
+        [join(elsewhere, "directory", "pets.db"), ` (the file ${database})`],
+        [join(elsewhere, "hard.db"), ""]
+      ]
+    ) {
+      const second = spawnPetstore(["serve"], { HOST: "127.0.0.1", PORT: String(await freePort()), DATABASE_URL: path })
+      expect((await second.exited).code).toBe(1)
+      expect(second.output()).toBe(
+        `petstore: another petstore process already serves the SQLite database ${path}${real}: one process serves ` +
+          `a SQLite file, under whatever path or link. Stop that one first; to run several processes, store the ` +
+          `catalogue in PostgreSQL (DATABASE_URL=postgres://…).\n`
+      )
+    }
     const { id } = createKey(database)
     expect(run(["keys", "list", "--database", database]).stdout).toContain(id)
     expect(run(["backup", join(directory, "copy.db"), "--database", database]).stdout.trim()).toBe(
@@ -58,6 +77,22 @@ describe("one server per SQLite file", () => {
     )
     expect((await fetch(`${first.origin}/healthz`)).status).toBe(200)
     expect((await first.kill("SIGTERM")).code).toBe(0)
+  })
+
+  it("two servers started at once on a new file: one serves, the other is refused", async () => {
+    const database = join(scratchDirectory(), "pets.db")
+    const both = await Promise.all(
+      [0, 1].map(async () =>
+        spawnPetstore(["serve"], { HOST: "127.0.0.1", PORT: String(await freePort()), DATABASE_URL: database })
+      )
+    )
+    const refused = await Promise.race(both.map(async (server) => ({ server, exit: await server.exited })))
+    expect(refused.exit.code).toBe(1)
+    expect(refused.server.output()).toContain("another petstore process already serves the SQLite database")
+    const serving = both.find((server) => server !== refused.server)!
+    while (!serving.output().includes("petstore is listening")) await new Promise((done) => setTimeout(done, 50))
+    serving.child.kill("SIGTERM")
+    expect((await serving.exited).code).toBe(0)
   })
 
   it("the lock goes with a server killed by SIGKILL: the next one starts", async () => {
@@ -68,6 +103,23 @@ describe("one server per SQLite file", () => {
     expect((await fetch(`${next.origin}/healthz`)).status).toBe(200)
     expect((await next.kill("SIGTERM")).code).toBe(0)
   })
+})
+
+describe("a serve that fails to start on a new database path leaves nothing behind", () => {
+  const cases: ReadonlyArray<readonly [string, () => Promise<Record<string, string>>]> = [
+    ["a port in use", async () => ({ HOST: "127.0.0.1", PORT: String(await busyPort()) })],
+    ["a HOST that does not resolve", async () => ({ HOST: "no-such-host.invalid", PORT: String(await freePort()) })],
+    ["a bad setting checked at start", async () => ({ HOST: "127.0.0.1", RATE_LIMIT: "often" })]
+  ]
+  for (const [name, env] of cases) {
+    it(name, async () => {
+      const directory = scratchDirectory()
+      const server = spawnPetstore(["serve"], { ...(await env()), DATABASE_URL: join(directory, "pets.db") })
+      expect((await server.exited).code).toBe(1)
+      expect(server.output()).toMatch(/^petstore: /)
+      expect(readdirSync(directory)).toEqual([])
+    })
+  }
 })
 
 describe("the start line", () => {
