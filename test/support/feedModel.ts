@@ -243,6 +243,8 @@ class StreamFollower extends Follower {
         controller.abort()
         reader.cancel().catch(() => undefined)
       }
+      // Stopped while it connected (its `now` resolved meanwhile): nobody else cuts a stream that never ends.
+      if (this.finished) this.cut()
       this.openedAt = opened
       let terminal: Block | undefined
       let failed = false
