@@ -63,7 +63,8 @@ export interface Sink {
   readonly end: (last?: Uint8Array) => void
   /**
    * Ends the stream at once: one with blocks its client has not read yet fails, and they are dropped (the client
-   * resumes from its last id), so that a client that has stopped reading holds no body open behind them.
+   * resumes from its last id), so that a body is not held open behind blocks nobody reads. Bun's listener lets go of
+   * the connection when it next writes to it: a client whose socket is full is cut by the drain's own deadline.
    */
   readonly cut: () => void
 }
@@ -141,7 +142,7 @@ class BodySink<A> implements Sink {
     if (!this.open) return
     if (this.controller!.desiredSize === this.behind) return this.end()
     try {
-      // Without a reason: the platform has nothing to report of a stream its server ends.
+      // Without a reason: Bun prints a reason as an uncaught error.
       this.controller!.error()
     } catch {
       // already let go of

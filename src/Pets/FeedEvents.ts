@@ -16,8 +16,8 @@
  * `error` with `slow_consumer` when its body is full and its client has read nothing between two heartbeats,
  * `unauthorized` (its key revoked), `unavailable` (the database), `internal_error` when its next event cannot be
  * written (logged; the other streams go on). The drain ends it at once without one, so that the client reconnects
- * elsewhere (what it has not read yet is dropped: a client that has stopped reading holds nothing open); one that opens
- * after the drain ends at once.
+ * elsewhere (what it has not read yet is dropped, so that a client that has stopped reading holds no body open); one
+ * that opens after the drain ends at once.
  */
 import type { SqlError } from "@effect/sql"
 import { Cause, Duration, Effect, ExecutionStrategy, Exit, FiberSet, Scope, Stream, SubscriptionRef } from "effect"
