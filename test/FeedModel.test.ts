@@ -181,6 +181,13 @@ const cases: Record<string, (replicas: number) => ReadonlyArray<Command>> = {
     Commands.burst(30, r - 1),
     Commands.drain(r - 1)
   ],
+  "a stream that stops reading once its draining server has ended it is ended by the next drain": (r) => [
+    Commands.stream(2, "available", "now", r - 1, true),
+    Commands.create(0, "available"),
+    Commands.drain(r - 1),
+    Commands.pause(0, true),
+    Commands.drain(r - 1)
+  ],
   "a poll that waits when its server drains polls on from the new one": (r) => [
     Commands.poll(2, "sold", "start", r - 1, 7),
     Commands.drain(r - 1)

@@ -20,7 +20,8 @@ export interface EventReader {
   readonly cancel: () => Promise<void>
   /**
    * Settles once the server has let go of the body (it ended with nothing left to read, or failed): what a client that
-   * has stopped reading still notices, as its connection closing. A body ended behind blocks nobody reads stays open.
+   * has stopped reading still notices, as its connection closing (at once for a body of known length). A stream
+   * ended behind blocks nobody reads stays open.
    */
   readonly closed: Promise<void>
 }
@@ -81,6 +82,7 @@ export const readEvents = (response: Response): EventReader => {
       } else buffer += decoder.decode(read.value, { stream: true })
     }
   }
-  const closed = reader.closed.then(() => {}, () => {})
+  // A body of known length is handed over whole: its server holds nothing of it, read or not.
+  const closed = response.headers.has("content-length") ? Promise.resolve() : reader.closed.then(() => {}, () => {})
   return { next, lastEventId: () => last, cancel: () => reader.cancel(), closed }
 }
