@@ -61,6 +61,12 @@ export interface Sink {
   readonly stalled: () => boolean
   /** Writes `last`, if given, and ends the stream. */
   readonly end: (last?: Uint8Array) => void
+  /**
+   * Ends the stream at once: one with blocks its client has not read yet fails, and they are dropped (the client
+   * resumes from its last id), so that a body is not held open behind blocks nobody reads. Bun's listener lets go of
+   * the connection when it next writes to it: a client whose socket is full is cut by the drain's own deadline.
+   */
+  readonly cut: () => void
 }
 
 /**
@@ -74,7 +80,7 @@ class BodySink<A> implements Sink {
   read = false
   wanted = 0
   whenRoom: (() => void) | undefined = undefined
-  constructor(readonly closed: (owner: A) => void, readonly owner: A) {}
+  constructor(readonly behind: number, readonly closed: (owner: A) => void, readonly owner: A) {}
 
   // The body's source: the body calls these. `pull` comes after each block the client reads, while there is room.
   start(made: ReadableStreamDefaultController<Uint8Array>) {
@@ -132,6 +138,17 @@ class BodySink<A> implements Sink {
     }
     this.close()
   }
+  cut() {
+    if (!this.open) return
+    if (this.controller!.desiredSize === this.behind) return this.end()
+    try {
+      // Without a reason: Bun prints a reason as an uncaught error.
+      this.controller!.error()
+    } catch {
+      // already let go of
+    }
+    this.close()
+  }
 }
 
 /**
@@ -139,7 +156,7 @@ class BodySink<A> implements Sink {
  * ends, whichever side ends it: the client going away, or `end`. Nothing else is kept per stream.
  */
 export const makeSink = <A>(behind: number, closed: (owner: A) => void, owner: A) => {
-  const sink = new BodySink(closed, owner)
+  const sink = new BodySink(behind, closed, owner)
   // Counted in blocks: a queue that counts bytes (a `size` function) costs Bun about 4 KiB more per stream.
   const body = new ReadableStream<Uint8Array>(sink, { highWaterMark: behind })
   return { sink: sink as Sink, response: HttpServerResponse.raw(body, { contentType: CONTENT_TYPE, headers: HEADERS }) }

@@ -184,6 +184,23 @@ describeBackends((backend: Backend) => {
         expect(yield* rest(reader, 1_000)).toEqual([])
       }))
 
+    it.scopedLive("the drain ends at once a stream whose client has stopped reading, what it has not read dropped", () =>
+      Effect.gen(function*() {
+        const app = yield* appWith(backend)
+        const stopped = yield* open(app)
+        const reading = yield* open(app)
+        for (const reader of [stopped, reading]) yield* next(reader)
+        yield* create(app, "a")
+        const b = yield* create(app, "b")
+        // Both streams were written the same events: once one has read b, the other holds a and b unread.
+        while ((yield* next(reading))?.data?.includes(b.name) !== true);
+        yield* Context.get(app.context, Lifecycle).stopAccepting
+        const ended = yield* Effect.promise(() =>
+          Promise.race([stopped.closed.then(() => true), new Promise((done) => setTimeout(() => done(false), 1_000))])
+        )
+        expect(ended).toBe(true)
+      }))
+
     it.scopedLive("a stream opened once the server has stopped accepting connections ends at once", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend)

@@ -74,7 +74,11 @@ const inProcess =
       replicas,
       keys,
       generation: (replica) => generations[replica],
-      fetch: (replica, path, init) => {
+      // A request takes a turn of the event loop, as one over the network does: in process, a poll that a draining
+      // server answers at once would otherwise be sent again and again in microtasks alone, and no timer (the drain's
+      // switch to the new server among them) would ever fire.
+      fetch: async (replica, path, init) => {
+        await sleep(0)
         const server = servers[replica]
         server.inFlight++
         return abortable(Effect.runPromise(server.app.fetch(path, init)), init?.signal).finally(() => server.inFlight--)
@@ -169,6 +173,24 @@ const cases: Record<string, (replicas: number) => ReadonlyArray<Command>> = {
     Commands.revoke(1, 0),
     Commands.wait(600),
     Commands.create(0, "available")
+  ],
+  "a stream whose client has stopped reading is ended by the drain, what it has not read dropped": (r) => [
+    Commands.stream(1, undefined, "now", r - 1, true),
+    Commands.create(0, "pending"),
+    Commands.pause(0, true),
+    Commands.burst(30, r - 1),
+    Commands.drain(r - 1)
+  ],
+  "a stream that stops reading once its draining server has ended it is ended by the next drain": (r) => [
+    Commands.stream(2, "available", "now", r - 1, true),
+    Commands.create(0, "available"),
+    Commands.drain(r - 1),
+    Commands.pause(0, true),
+    Commands.drain(r - 1)
+  ],
+  "a poll that waits when its server drains polls on from the new one": (r) => [
+    Commands.poll(2, "sold", "start", r - 1, 7),
+    Commands.drain(r - 1)
   ]
 }
 

@@ -15,8 +15,9 @@
  * A stream ends with an event that says why: `reset` for a position the feed cannot resume from (the 410's body),
  * `error` with `slow_consumer` when its body is full and its client has read nothing between two heartbeats,
  * `unauthorized` (its key revoked), `unavailable` (the database), `internal_error` when its next event cannot be
- * written (logged; the other streams go on). The drain ends it without one, so that the client reconnects elsewhere;
- * one that opens after the drain ends at once.
+ * written (logged; the other streams go on). The drain ends it at once without one, so that the client reconnects
+ * elsewhere (what it has not read yet is dropped, so that a client that has stopped reading holds no body open); one
+ * that opens after the drain ends at once.
  */
 import type { SqlError } from "@effect/sql"
 import { Cause, Duration, Effect, ExecutionStrategy, Exit, FiberSet, Scope, Stream, SubscriptionRef } from "effect"
@@ -189,7 +190,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
       Effect.zipRight(
         lock.withPermits(1)(Effect.sync(() => {
           stopped = true
-          for (const open of opens) open.sink.end()
+          for (const open of opens) open.sink.cut()
         }))
       ),
       Effect.forkScoped

@@ -18,6 +18,12 @@ export interface EventReader {
   /** The id of the last block that had one: what a reconnecting client sends as `Last-Event-ID`. */
   readonly lastEventId: () => string | undefined
   readonly cancel: () => Promise<void>
+  /**
+   * Settles once the server has let go of the body (it ended with nothing left to read, or failed): what a client that
+   * has stopped reading still notices, as its connection closing (at once for a body of known length). A stream
+   * ended behind blocks nobody reads stays open.
+   */
+  readonly closed: Promise<void>
 }
 
 /** Parses one block's lines. */
@@ -41,7 +47,9 @@ export const parseBlock = (text: string): Block => {
 }
 
 export const readEvents = (response: Response): EventReader => {
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+  // The body itself, not piped through a decoder: a pipe holds a failed body's last blocks until they are read.
+  const reader = response.body!.getReader()
+  const decoder = new TextDecoder()
   let buffer = ""
   let last: string | undefined
   let ended = false
@@ -68,9 +76,13 @@ export const readEvents = (response: Response): EventReader => {
       ]).finally(() => clearTimeout(timer))
       if (read === "timeout") throw new Error(`no event within ${timeoutMillis} ms`)
       pending = undefined
-      if (read.done) ended = true
-      else buffer += read.value
+      if (read.done) {
+        ended = true
+        buffer += decoder.decode()
+      } else buffer += decoder.decode(read.value, { stream: true })
     }
   }
-  return { next, lastEventId: () => last, cancel: () => reader.cancel() }
+  // A body of known length is handed over whole: its server holds nothing of it, read or not.
+  const closed = response.headers.has("content-length") ? Promise.resolve() : reader.closed.then(() => {}, () => {})
+  return { next, lastEventId: () => last, cancel: () => reader.cancel(), closed }
 }
