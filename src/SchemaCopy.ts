@@ -35,11 +35,22 @@ export const compileCopy = (ast: AST.AST): Copy | undefined => {
       return primitive((value) => literals.has(value as AST.LiteralValue))
     }
     case "Refinement": {
-      const from = compileCopy(ast.from)
+      // A chain of refinements is checked in one step: the base's check, then each filter from the innermost out.
+      const refinements: Array<AST.Refinement> = []
+      let base: AST.AST = ast
+      for (; base._tag === "Refinement"; base = base.from) {
+        if (Option.isSome(AST.getParseOptionsAnnotation(base))) return undefined
+        refinements.unshift(base)
+      }
+      const from = compileCopy(base)
       if (from === undefined) return undefined
       return (value) => {
         const copied = from(value)
-        return copied === REFUSED || Option.isSome(ast.filter(copied, AST.defaultParseOption, ast)) ? REFUSED : copied
+        if (copied === REFUSED) return REFUSED
+        for (const refinement of refinements) {
+          if (Option.isSome(refinement.filter(copied, AST.defaultParseOption, refinement))) return REFUSED
+        }
+        return copied
       }
     }
     case "TupleType": {

@@ -26,6 +26,7 @@ class OutcomesApi extends HttpApiGroup.make("outcomes", { topLevel: true })
   .add(HttpApiEndpoint.get("finalized", "/finalized").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("forkedScoped", "/forked-scoped").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("streamedScoped", "/streamed-scoped").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("streamedEndless", "/streamed-endless").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("changes", "/pets/changes").addSuccess(Schema.String))
   .add(
     HttpApiEndpoint.del("removePet", "/pets/:petId").setPath(Schema.Struct({ petId: Schema.NumberFromString }))
@@ -76,6 +77,12 @@ const registerOutcomes = (events: Events) =>
       "signed",
       ({ payload, request }) => Effect.map(Effect.orDie(request.text), (sent) => ({ name: payload.name, sent }))
     )
+    // A body that never ends by itself, as a feed's stream: its client cancelling it ends it.
+    .handle("streamedEndless", () =>
+      Effect.map(resource, () =>
+        HttpServerResponse.stream(
+          Stream.concat(Stream.make("first"), Stream.fromEffect(Effect.never)).pipe(Stream.encodeText)
+        )))
     .handle("changes", () => Effect.succeed("changes"))
     .handle("removePet", ({ path }) => Effect.succeed(`removed ${path.petId}`))
     .handle("heldScoped", () => Effect.zipRight(resource, Effect.never))
@@ -162,6 +169,18 @@ describe("a request's own scope, on the engine as on the library's server", () =
         // The resource is held while the body streams (its last part reads the count), released once it has ended.
         expect(yield* Effect.promise(() => response.text()), name).toBe("released after 0")
         yield* Effect.sleep("5 millis")
+        expect({ acquired: events.acquired, released: events.released }, name).toEqual({ acquired: 1, released: 1 })
+      }
+    }))
+
+  it.scopedLive("a streamed body its client cancels ends, and its request's scope is released", () =>
+    Effect.gen(function*() {
+      for (const [name, server, events] of (yield* servers).both) {
+        const response = yield* Effect.promise(async () => server(new Request(`${ORIGIN}/streamed-endless`)))
+        const reader = response.body!.getReader()
+        expect(new TextDecoder().decode((yield* Effect.promise(() => reader.read())).value), name).toBe("first")
+        yield* Effect.promise(() => Promise.race([reader.cancel(), new Promise((resolve) => setTimeout(resolve, 200))]))
+        yield* Effect.sleep("20 millis")
         expect({ acquired: events.acquired, released: events.released }, name).toEqual({ acquired: 1, released: 1 })
       }
     }))

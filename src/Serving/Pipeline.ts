@@ -15,7 +15,7 @@
  * driver) is answered at once; any other joins the pipeline's `FiberSet`, owned by the server's scope, and is awaited.
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Context, Duration, Effect, Either, Exit, FiberSet, ParseResult, Runtime, Tracer } from "effect"
+import { Context, Duration, Effect, Either, Exit, FiberSet, ParseResult, Runtime, RuntimeFlags, Tracer } from "effect"
 import { RequestLogContext } from "../Operations/Logging.js"
 import { refusalAnswer, type Served } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
@@ -110,6 +110,8 @@ export const makePipeline = (
     services: new Map([...route.context.unsafeMap, ...runtimeServices])
   }]))
   const timeoutMillis = Duration.toMillis(requestTimeout)
+  // A request's fiber starts uninterruptible: its program lets only its middleware and handler be (`Program.ts`).
+  const uninterruptible = RuntimeFlags.disable(runtimeFlags, RuntimeFlags.Interruption)
 
   return (route: EndpointRoute, input: PipelineRequest): Served | Promise<Served> => {
     const { program, services: base } = prepared.get(route)!
@@ -124,7 +126,7 @@ export const makePipeline = (
     services.set(RequestLogContext.key, log)
     if (input.parentSpan !== undefined) services.set(Tracer.ParentSpan.key, input.parentSpan)
     const fiber = Runtime.runFork(
-      Runtime.make({ context: Context.unsafeMake(services), fiberRefs, runtimeFlags })
+      Runtime.make({ context: Context.unsafeMake(services), fiberRefs, runtimeFlags: uninterruptible })
     )(program)
 
     /** What the fiber's exit is answered with: its answer, or why it was interrupted. */

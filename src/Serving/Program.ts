@@ -4,7 +4,7 @@
  * per route; what varies by request is read from the fiber's context (`RequestInput`).
  */
 import { HttpApp, HttpBody, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Context, Effect, Exit, HashSet, Option, Scope, Stream } from "effect"
+import { Cause, Context, Effect, Exit, HashSet, Option, Runtime, RuntimeFlags, Scope, Stream } from "effect"
 import { CurrentResponseHeaders } from "../ResponseHeaders.js"
 import { type Answer, answerFromExit, refusalAnswer, type Served } from "./Answer.js"
 import type { EndpointRoute } from "./Derive.js"
@@ -52,8 +52,15 @@ const finishAnswer = (
           body.contentLength
         )
       )
-      return Effect.map(Effect.runtime<never>(), (runtime) => ({
-        response: HttpServerResponse.toWeb(streamed, { runtime }),
+      // Its fiber can be interrupted (its client cancelling the body), as the request's handler could.
+      return Effect.map(Effect.runtime<never>(), ({ context, fiberRefs, runtimeFlags }) => ({
+        response: HttpServerResponse.toWeb(streamed, {
+          runtime: Runtime.make({
+            context,
+            fiberRefs,
+            runtimeFlags: RuntimeFlags.enable(runtimeFlags, RuntimeFlags.Interruption)
+          })
+        }),
         annotations
       }))
     })
@@ -97,26 +104,23 @@ export const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
         Effect.suspend(() => finishAnswer(fiber, input, refusalAnswer(refusal, input.log.annotations)))
       )
     })
-  return Effect.flatMap(
-    Scope.make(),
-    (scope) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.withFiberRuntime((fiber) => {
-          ;(fiber.currentContext.unsafeMap as Map<string, unknown>).set(Scope.Scope.key, scope)
-          const closed = (exit: Exit.Exit<unknown, unknown>) => (made: Served) =>
-            streamingScopes.has(scope) ? Effect.succeed(made) : Effect.as(Scope.close(scope, Exit.asVoid(exit)), made)
-          const answered = (exit: Exit.Exit<unknown, unknown>) => Effect.flatMap(answer(exit), closed(exit))
-          return Effect.matchCauseEffect(restore(served), {
-            onSuccess: (value) => answered(Exit.succeed(value)),
-            // Interrupted from outside, the request is answered for what interrupted it (`makePipeline`).
-            onFailure: (cause) =>
-              Effect.descriptorWith(({ interruptors }) =>
-                HashSet.size(interruptors) === 0
-                  ? answered(Exit.failCause(cause))
-                  : Effect.zipRight(Scope.close(scope, Exit.failCause(cause)), Effect.failCause(cause))
-              )
-          })
-        })
-      )
-  )
+  return Effect.flatMap(Scope.make(), (scope) =>
+    Effect.withFiberRuntime((fiber) => {
+      ;(fiber.currentContext.unsafeMap as Map<string, unknown>).set(Scope.Scope.key, scope)
+      const closed = (exit: Exit.Exit<unknown, unknown>) => (made: Served) =>
+        streamingScopes.has(scope) ? Effect.succeed(made) : Effect.as(Scope.close(scope, Exit.asVoid(exit)), made)
+      const answered = (exit: Exit.Exit<unknown, unknown>) => Effect.flatMap(answer(exit), closed(exit))
+      // The fiber starts uninterruptible (`Pipeline.ts`): only the middleware and the handler can be interrupted, so
+      // that the answer is made and the scope closed whatever interrupts them.
+      return Effect.matchCauseEffect(Effect.interruptible(served), {
+        onSuccess: (value) => answered(Exit.succeed(value)),
+        // Interrupted from outside, the request is answered for what interrupted it (`makePipeline`).
+        onFailure: (cause) =>
+          Effect.descriptorWith(({ interruptors }) =>
+            HashSet.size(interruptors) === 0
+              ? answered(Exit.failCause(cause))
+              : Effect.zipRight(Scope.close(scope, Exit.failCause(cause)), Effect.failCause(cause))
+          )
+      })
+    }))
 }
