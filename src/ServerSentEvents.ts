@@ -64,7 +64,8 @@ export interface Sink {
   /**
    * Ends the stream at once: one with blocks its client has not read yet fails, and they are dropped (the client
    * resumes from its last id), so that a body is not held open behind blocks nobody reads. Bun's listener lets go of
-   * the connection when it next writes to it: a client whose socket is full is cut by the drain's own deadline.
+   * the connection when it next writes to it: at the drain, a client whose socket is full is let go of by the listener
+   * (`Lifecycle.lasting`).
    */
   readonly cut: () => void
 }

@@ -16,6 +16,11 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("Lifecycle", {
     const draining = yield* Ref.make(false)
     const stopping = yield* Deferred.make<void>()
     return {
+      /**
+       * The requests whose answers last (the event streams) while they do: once it stops accepting, the listener lets
+       * go of each connection idle a second, as a client that stopped reading leaves its answer pending in Bun.
+       */
+      lasting: new Set<Request>(),
       draining: Ref.get(draining),
       startDrain: Effect.zipRight(Ref.set(draining, true), Metric.set(drainingGauge, 1)),
       /** The listener stops accepting connections. */

@@ -138,8 +138,13 @@ export const ListenerLive = (options: ListenOptions) =>
           if (Duration.toMillis(options.shutdownDelay) > 0) {
             yield* Effect.sleep(options.shutdownDelay)
           }
-          // The event streams end now: what is left in flight are requests.
+          // The event streams end now: what is left in flight are requests. A stream whose client stopped reading
+          // would hold its answer pending until Bun can write again: its connection goes once idle a second.
+          const lasting = [...lifecycle.lasting]
           yield* lifecycle.stopAccepting
+          for (const request of lasting) {
+            server.timeout(request, 1)
+          }
           yield* Effect.logInfo("draining").pipe(Effect.annotateLogs("inFlight", server.pendingRequests))
           // A finalizer is uninterruptible: the wait is made interruptible so that the timeout can end it.
           const drained = yield* Effect.promise(() =>

@@ -44,6 +44,8 @@ interface Open {
   readonly status: PetStatus | undefined
   /** The last position written (or passed over). */
   last: number
+  /** The request it answers, as the listener holds it (`Lifecycle.lasting`). */
+  readonly request: Request
   /** Whether it is written the follower's changes as they come; while not, it reads them from the table itself. */
   live: boolean
 }
@@ -84,11 +86,8 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
         }
       } catch (cause) {
         open.sink.end(Blocks.EVENT_FAILED)
-        runFork(
-          Effect.logError("the change feed's stream could not write an event", Cause.die(cause)).pipe(
-            Effect.annotateLogs({ keyId: open.key, after: open.last })
-          )
-        )
+        const logged = Effect.logError("the change feed's stream could not write an event", Cause.die(cause))
+        runFork(Effect.annotateLogs(logged, { keyId: open.key, after: open.last }))
       }
       return true
     }
@@ -199,6 +198,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
     /** A stream that ended: its place among the limits is free, and with the last one the streams stop following. */
     const closed = (open: Open) => {
       opens.delete(open)
+      lifecycle.lasting.delete(open.request)
       places.free(open.key)
       runFork(Effect.zipRight(SubscriptionRef.set(openCount, opens.size), unfollowWhenNoneOpen))
     }
@@ -207,7 +207,7 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
      * The event stream after `after` (a position, `start`, or `now`: where the process's reads of the feed stand), for
      * the request's key; refused before it starts past the limits (with `Retry-After`).
      */
-    const stream = (after: string, status: PetStatus | undefined) =>
+    const stream = (after: string, status: PetStatus | undefined, request: Request) =>
       Effect.gen(function*() {
         const { id: key } = yield* CurrentApiKey
         const opened = yield* lock.withPermits(1)(Effect.gen(function*() {
@@ -221,10 +221,11 @@ export class FeedEvents extends Effect.Service<FeedEvents>()("Pets/FeedEvents", 
           const refused = places.refusal(key)
           if (refused !== undefined) return yield* Effect.fail(refused)
           const from = yield* follow(read)
-          const open: Open = { sink: undefined!, key, status, last: position, live: position >= from }
+          const open: Open = { sink: undefined!, key, status, last: position, live: position >= from, request }
           const { response, sink } = ServerSentEvents.makeSink(Blocks.BEHIND_BLOCKS, closed, open)
           open.sink = sink
           opens.add(open)
+          lifecycle.lasting.add(request)
           places.take(key)
           yield* SubscriptionRef.set(openCount, opens.size)
           sink.write(Blocks.RETRY_BLOCK)

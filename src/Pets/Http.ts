@@ -78,7 +78,11 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
             // A HEAD is answered a stream's headers at once, and opens none.
             return request.method === "HEAD"
               ? ServerSentEvents.complete()
-              : yield* feedEvents.stream(headers["last-event-id"] ?? urlParams.after ?? "now", urlParams.status)
+              : yield* feedEvents.stream(
+                headers["last-event-id"] ?? urlParams.after ?? "now",
+                urlParams.status,
+                request.source as Request
+              )
           }
           return yield* feedPolls.poll(urlParams)
         }))
