@@ -53,7 +53,8 @@ const characters = (text: string): number => {
  */
 export const PetName = Schema.Trimmed.pipe(
   Schema.minLength(1),
-  Schema.filter((name) => characters(name) <= NAME_MAX_LENGTH, {
+  // A text has at most as many characters as UTF-16 units: only a longer one is counted.
+  Schema.filter((name) => name.length <= NAME_MAX_LENGTH || characters(name) <= NAME_MAX_LENGTH, {
     message: () => `must be at most ${NAME_MAX_LENGTH} characters`
   })
 ).annotations({
