@@ -19,7 +19,7 @@ import { ApiKeysRepo } from "../src/Auth/Repo.js"
 import * as Sql from "../src/Database/Sql.js"
 import type { ApiKeyId } from "../src/Domain/ApiKey.js"
 import { describeBackends } from "./support/backends.js"
-import { API_KEY_FORMAT } from "./support/keys.js"
+import { API_KEY_FORMAT, keysOfAnotherProcess } from "./support/keys.js"
 
 /** The text of a key with its last character replaced by another valid one. */
 const alterLast = (key: string) => key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
@@ -303,18 +303,11 @@ describe("ApiKeys", () => {
 // On each backend, as several processes share the keys: a process takes a key that passed at its word for
 // RECHECK_AFTER at most (the contract allows one second), then asks the database again.
 describeBackends((backend) => {
-  /** A process of its own on the database: its own connections, its own key service. */
-  const processOn = (url: Redacted.Redacted<string>) =>
-    Effect.flatMap(
-      Layer.build(ApiKeys.Default.pipe(Layer.provide(Sql.layer(url)))),
-      (context) => Effect.provide(ApiKeys, context)
-    )
-
   it.scoped("a key issued by one process is accepted by another; a revocation by one is refused by the other within RECHECK_AFTER", () =>
     Effect.gen(function*() {
       expect(Duration.lessThan(RECHECK_AFTER, Duration.seconds(1))).toBe(true)
       const url = yield* backend.freshDatabase
-      const [cli, replica] = [yield* processOn(url), yield* processOn(url)]
+      const [cli, replica] = [yield* keysOfAnotherProcess(url), yield* keysOfAnotherProcess(url)]
       const issued = yield* cli.create("shared")
       for (const process of [cli, replica]) {
         expect(yield* process.authenticate(issued.key)).toEqual(Option.some({ id: issued.id, name: "shared" }))
@@ -336,7 +329,7 @@ describeBackends((backend) => {
 
   it.scoped("an unknown id is not revoked, and a revocation keeps its first time", () =>
     Effect.gen(function*() {
-      const keys = yield* processOn(yield* backend.freshDatabase)
+      const keys = yield* keysOfAnotherProcess(yield* backend.freshDatabase)
       const issued = yield* keys.create("twice")
       expect(yield* keys.revoke("000000000000" as typeof issued.id)).toBe(false)
       expect(yield* keys.revoke(issued.id)).toBe(true)
@@ -348,7 +341,7 @@ describeBackends((backend) => {
 
   it.scoped("`last used` is written on use, then at most once a minute", () =>
     Effect.gen(function*() {
-      const keys = yield* processOn(yield* backend.freshDatabase)
+      const keys = yield* keysOfAnotherProcess(yield* backend.freshDatabase)
       const issued = yield* keys.create("busy")
       const lastUsed = Effect.map(keys.list, (all) => all[0].lastUsedAt)
       expect(yield* lastUsed).toBeNull()
@@ -463,7 +456,7 @@ describeBackends((backend) => {
       const { read, release } = yield* holdNextRead
       const first = yield* Effect.fork(keys.isRevoked(issued.id))
       yield* Deferred.await(read)
-      expect(yield* (yield* processOn(url)).revoke(issued.id)).toBe(true)
+      expect(yield* (yield* keysOfAnotherProcess(url)).revoke(issued.id)).toBe(true)
       const later = yield* Effect.fork(Effect.all(Array.from({ length: 5 }, () => keys.isRevoked(issued.id)), {
         concurrency: "unbounded"
       }))
@@ -476,7 +469,7 @@ describeBackends((backend) => {
 
   it.scoped("a wrong secret under a known id is refused", () =>
     Effect.gen(function*() {
-      const keys = yield* processOn(yield* backend.freshDatabase)
+      const keys = yield* keysOfAnotherProcess(yield* backend.freshDatabase)
       const issued = yield* keys.create("exact")
       const key = Redacted.value(issued.key)
       const other = key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")

@@ -6,12 +6,12 @@
  * stands still unless moved: a poll that answers has answered for what the test did, not for its wait.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Context, Effect, Exit, Fiber, Layer, Option, type Redacted, Scope, Supervisor, TestClock } from "effect"
+import { Clock, Context, Effect, Exit, Fiber, Option, Scope, Supervisor, TestClock } from "effect"
 import { ApiKeys, keyIdOf } from "../src/Auth/ApiKeys.js"
-import * as Sql from "../src/Database/Sql.js"
 import { Lifecycle } from "../src/Operations/Lifecycle.js"
 import { type FeedChange, PetsFeed } from "../src/Pets/Feed.js"
 import { type Backend, describeBackends } from "./support/backends.js"
+import { keysOfAnotherProcess } from "./support/keys.js"
 import { type App, appWith, createRequest, json } from "./support/retries.js"
 
 interface Changes {
@@ -108,20 +108,10 @@ describeBackends((backend: Backend) => {
         expect((yield* answered(idle)).status).toBe(401)
       }))
 
-    /**
-     * A key service of its own on the app's database (its own connections): on PostgreSQL another replica's, on a
-     * SQLite file the CLI's (`petstore keys revoke`).
-     */
-    const elsewhere = (url: Redacted.Redacted<string>) =>
-      Effect.flatMap(
-        Layer.build(ApiKeys.Default.pipe(Layer.provide(Sql.layer(url)))),
-        (context) => Effect.provide(ApiKeys, context)
-      )
-
     it.scoped("a key revoked elsewhere just after its waiting poll's check read it: 401 within half a second", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend)
-        const other = yield* elsewhere(app.url)
+        const other = yield* keysOfAnotherProcess(app.url)
         const key = yield* app.newKey("revoked elsewhere")
         const poll = yield* Effect.fork(
           Effect.zip(app.fetch("/v1/pets/changes?wait=25", auth(key)), Clock.currentTimeMillis)
@@ -141,7 +131,7 @@ describeBackends((backend: Backend) => {
     it.scoped("a key revoked elsewhere while its poll waits gets no pet created after the revocation", () =>
       Effect.gen(function*() {
         const app = yield* appWith(backend)
-        const other = yield* elsewhere(app.url)
+        const other = yield* keysOfAnotherProcess(app.url)
         const key = yield* app.newKey("revoked elsewhere")
         const poll = yield* Effect.fork(app.fetch("/v1/pets/changes?wait=25", auth(key)))
         yield* settle

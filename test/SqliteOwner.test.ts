@@ -6,12 +6,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Database } from "bun:sqlite"
 import { Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
-import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, statSync, symlinkSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Sql from "../src/Database/Sql.js"
 import { alreadyServed, own } from "../src/Database/SqliteOwner.js"
 import { serve } from "../src/Serve.js"
+import { otherNamesOf } from "./support/files.js"
 
 const scratch = () => mkdtempSync(join(tmpdir(), "petstore-owner-"))
 
@@ -37,22 +38,11 @@ describe("one server per SQLite database file, whatever names it", () => {
       const directory = scratch()
       const file = join(directory, "pets.db")
       yield* served(file)
-      const elsewhere = join(scratch(), "other")
-      mkdirSync(elsewhere)
-      symlinkSync(file, join(elsewhere, "link.db"))
-      symlinkSync(directory, join(elsewhere, "directory"))
-      linkSync(file, join(elsewhere, "hard.db"))
-      for (
-        const path of [
-          file,
-          join(elsewhere, "link.db"),
-          join(elsewhere, "directory", "pets.db"),
-          join(elsewhere, "hard.db")
-        ]
-      ) {
+      const names = otherNamesOf(file, directory, join(scratch(), "other"))
+      for (const path of [file, names.symlink, names.throughDirectory, names.hardLink]) {
         expect(yield* refusal(path)).toBe(alreadyServed(path))
       }
-      expect(alreadyServed(join(elsewhere, "link.db"))).toContain(`(the file ${file})`)
+      expect(alreadyServed(names.symlink)).toContain(`(the file ${file})`)
     }))
 
   it.scoped("a newer server is refused before it migrates the database another one serves", () =>

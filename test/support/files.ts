@@ -1,11 +1,14 @@
 /**
  * Real files for tests that need them: a database path in a fresh temporary directory, removed with its contents
- * (the WAL and shared-memory files included) when the scope closes, and the rows a query reads from such a file.
+ * (the WAL and shared-memory files included) when the scope closes, the rows a query reads from such a file, and
+ * other names of a file.
  */
 import { FileSystem, Path } from "@effect/platform"
 import { BunContext } from "@effect/platform-bun"
 import { Database } from "bun:sqlite"
 import { Effect, type Scope } from "effect"
+import { linkSync, mkdirSync, symlinkSync } from "node:fs"
+import { basename, join } from "node:path"
 
 export const tempDatabaseFile: Effect.Effect<string, never, Scope.Scope> = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
@@ -22,4 +25,21 @@ export const rows = (file: string, query: string) => {
   } finally {
     db.close()
   }
+}
+
+/**
+ * The SQLite file `file` (in `directory`) under three other names in `elsewhere`, a new directory: a symlink to the
+ * file, the file through a symlink to its directory, and a hard link to it.
+ */
+export const otherNamesOf = (file: string, directory: string, elsewhere: string) => {
+  mkdirSync(elsewhere)
+  const names = {
+    symlink: join(elsewhere, "link.db"),
+    throughDirectory: join(elsewhere, "directory", basename(file)),
+    hardLink: join(elsewhere, "hard.db")
+  }
+  symlinkSync(file, names.symlink)
+  symlinkSync(directory, join(elsewhere, "directory"))
+  linkSync(file, names.hardLink)
+  return names
 }

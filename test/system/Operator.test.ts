@@ -5,9 +5,10 @@
  * only read the database can do.
  */
 import { spawnSync } from "node:child_process"
-import { chmodSync, linkSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs"
+import { chmodSync, readdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
+import { otherNamesOf } from "../support/files.js"
 import {
   createKey,
   freePort,
@@ -49,17 +50,13 @@ describe("one server per SQLite file", () => {
     const database = join(directory, "pets.db")
     const first = await startPetstore({ database })
     // The same file under other names: a symlink to it, one to its directory, a hard link in another directory.
-    const elsewhere = join(scratchDirectory(), "other")
-    mkdirSync(elsewhere)
-    symlinkSync(database, join(elsewhere, "link.db"))
-    symlinkSync(directory, join(elsewhere, "directory"))
-    linkSync(database, join(elsewhere, "hard.db"))
+    const names = otherNamesOf(database, directory, join(scratchDirectory(), "other"))
     for (
       const [path, real] of [
         [database, ""],
-        [join(elsewhere, "link.db"), ` (the file ${database})`],
-        [join(elsewhere, "directory", "pets.db"), ` (the file ${database})`],
-        [join(elsewhere, "hard.db"), ""]
+        [names.symlink, ` (the file ${database})`],
+        [names.throughDirectory, ` (the file ${database})`],
+        [names.hardLink, ""]
       ]
     ) {
       const second = spawnPetstore(["serve"], { HOST: "127.0.0.1", PORT: String(await freePort()), DATABASE_URL: path })
