@@ -42,17 +42,23 @@ export const rowDecoder = <Row>(row: Schema.Schema<Row, any>) => {
   }
 }
 
-/** Decodes rows by `row`; a row that does not decode throws, naming `what` and the schema's complaint. */
+/**
+ * Decodes rows by `row`; a row that does not decode throws, naming `what` and the schema's complaint. A row its compiled
+ * check accepts is its copy as it is (no `Either` made for it, as reads decode every row); any other goes to the schema.
+ */
 export const rowsDecoder = <Row>(row: Schema.Schema<Row, any>, what: string) => {
-  const decodeRow = rowDecoder(row)
-  return (rows: ReadonlyArray<unknown>): Array<Row> =>
-    rows.map((u) => {
-      const decoded = decodeRow(u)
-      if (Either.isRight(decoded)) return decoded.right
-      throw new Error(
-        `A row of ${what} does not match its schema: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
-      )
-    })
+  const copy = compileCopy(row.ast) ?? (() => REFUSED)
+  const decode = rowDecoder(row)
+  const decodeRow = (u: unknown): Row => {
+    const copied = copy(u)
+    if (copied !== REFUSED) return copied as Row
+    const decoded = decode(u)
+    if (Either.isRight(decoded)) return decoded.right
+    throw new Error(
+      `A row of ${what} does not match its schema: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+    )
+  }
+  return (rows: ReadonlyArray<unknown>): Array<Row> => rows.map(decodeRow)
 }
 
 /**

@@ -38,10 +38,9 @@ export const registerPets = (handlers: GroupHandlers<"pets">) =>
           const position = formatPosition(page.feed.database, page.feed.end)
           // A page filtered by id is the only one (`more` is false): the next page needs no id.
           if (!page.more) return Effect.as(addResponseHeaders({ [FEED_POSITION_HEADER]: position }), page.pets)
-          // The next page keeps the limit and the status filter.
-          const next = new URLSearchParams({ limit: String(limit) })
-          if (urlParams.status !== undefined) next.set("status", urlParams.status)
-          next.set("after", String(page.pets.at(-1)!.id))
+          // The next page keeps the limit and the status filter (numbers and a status: nothing to percent-encode).
+          const status = urlParams.status === undefined ? "" : `&status=${urlParams.status}`
+          const next = `limit=${limit}${status}&after=${page.pets.at(-1)!.id}`
           const headers = { [FEED_POSITION_HEADER]: position, link: `<${PETS_PATH}?${next}>; rel="next"` }
           return Effect.as(addResponseHeaders(headers), page.pets)
         })

@@ -23,6 +23,10 @@ export class RequestInput extends Context.Tag("Serving/RequestInput")<RequestInp
 /** What a request's fiber reads of its own state: its input, and the answer headers its effects added. */
 type RequestFiber = Parameters<Parameters<typeof Effect.withFiberRuntime>[0]>[0]
 
+/** The request's own scope, which its program sets in its context. */
+const requestScope = (fiber: { readonly currentContext: Context.Context<never> }) =>
+  Context.unsafeGet(fiber.currentContext, Scope.Scope) as Scope.CloseableScope
+
 /**
  * The answer with the headers the request's effects added (`ResponseHeaders.ts`), once any pre-response handler of the
  * platform's has seen it: read from the request's fiber in one step.
@@ -42,7 +46,7 @@ const finishAnswer = (
       if (body._tag !== "Stream") return Effect.succeed({ response: HttpServerResponse.toWeb(response), annotations })
       // A streamed body keeps the request's scope open until it ends, and runs as the request did: its logger, log
       // annotations and span.
-      const scope = Context.unsafeGet(fiber.currentContext, Scope.Scope) as Scope.CloseableScope
+      const scope = requestScope(fiber)
       streamingScopes.add(scope)
       const streamed = HttpServerResponse.setBody(
         response,
@@ -91,36 +95,54 @@ export const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
     const { decoded } = Context.unsafeGet(fiber.currentContext, RequestInput)
     return decoded instanceof Refusals.Refused ? Effect.fail(decoded) : route.handler(decoded)
   })
-  const served = route.middleware.reduceRight((inner, around) => around(inner), handler) as Effect.Effect<unknown>
-  const answer = (exit: Exit.Exit<unknown, unknown>) =>
+  // The fiber starts uninterruptible (`Pipeline.ts`): only the middleware and the handler can be interrupted, so that
+  // the answer is made and the scope closed whatever interrupts them.
+  const served = Effect.interruptible(
+    route.middleware.reduceRight((inner, around) => around(inner), handler) as Effect.Effect<unknown>
+  )
+  /** The answer made from the outcome, then the request's scope closed with it (a streamed body's: when it ends). */
+  const answered = (exit: Exit.Exit<unknown, unknown>) =>
     Effect.withFiberRuntime((fiber): Effect.Effect<Served> => {
       const input = Context.unsafeGet(fiber.currentContext, RequestInput)
+      const scope = requestScope(fiber)
       const made = answerFromExit(route, exit, input.log.annotations)
-      if (!Cause.isCause(made)) return finishAnswer(fiber, input, made)
-      // A request that interrupted itself is a 503, as the library's server answers it; anything else a 500.
-      const refusal = Cause.isInterruptedOnly(made) ? Refusals.interrupted : Refusals.internalError
-      return Effect.zipRight(
+      const finished = !Cause.isCause(made) ? finishAnswer(fiber, input, made) : Effect.zipRight(
         Effect.logError("unexpected failure", made),
-        Effect.suspend(() => finishAnswer(fiber, input, refusalAnswer(refusal, input.log.annotations)))
-      )
-    })
-  return Effect.flatMap(Scope.make(), (scope) =>
-    Effect.withFiberRuntime((fiber) => {
-      ;(fiber.currentContext.unsafeMap as Map<string, unknown>).set(Scope.Scope.key, scope)
-      const closed = (exit: Exit.Exit<unknown, unknown>) => (made: Served) =>
-        streamingScopes.has(scope) ? Effect.succeed(made) : Effect.as(Scope.close(scope, Exit.asVoid(exit)), made)
-      const answered = (exit: Exit.Exit<unknown, unknown>) => Effect.flatMap(answer(exit), closed(exit))
-      // The fiber starts uninterruptible (`Pipeline.ts`): only the middleware and the handler can be interrupted, so
-      // that the answer is made and the scope closed whatever interrupts them.
-      return Effect.matchCauseEffect(Effect.interruptible(served), {
-        onSuccess: (value) => answered(Exit.succeed(value)),
-        // Interrupted from outside, the request is answered for what interrupted it (`makePipeline`).
-        onFailure: (cause) =>
-          Effect.descriptorWith(({ interruptors }) =>
-            HashSet.size(interruptors) === 0
-              ? answered(Exit.failCause(cause))
-              : Effect.zipRight(Scope.close(scope, Exit.failCause(cause)), Effect.failCause(cause))
+        // A request that interrupted itself is a 503, as the library's server answers it; anything else a 500.
+        Effect.suspend(() =>
+          finishAnswer(
+            fiber,
+            input,
+            refusalAnswer(
+              Cause.isInterruptedOnly(made) ? Refusals.interrupted : Refusals.internalError,
+              input.log.annotations
+            )
           )
+        )
+      )
+      // Closed however the answer ends (a pre-response handler may die), but for a streamed body's.
+      return Effect.matchCauseEffect(finished, {
+        onSuccess: (answer) =>
+          streamingScopes.has(scope) ? Effect.succeed(answer) : Effect.as(Scope.close(scope, exit), answer),
+        onFailure: (cause) => Effect.zipRight(Scope.close(scope, exit), Effect.failCause(cause))
       })
-    }))
+    })
+  const outcome = Effect.matchCauseEffect(served, {
+    onSuccess: (value) => answered(Exit.succeed(value)),
+    // Interrupted from outside, the request is answered for what interrupted it (`makePipeline`).
+    onFailure: (cause) =>
+      Effect.descriptorWith(({ interruptors }) =>
+        HashSet.size(interruptors) === 0
+          ? answered(Exit.failCause(cause))
+          : Effect.withFiberRuntime<never>((fiber) =>
+            Effect.zipRight(Scope.close(requestScope(fiber), Exit.failCause(cause)), Effect.failCause(cause))
+          )
+      )
+  })
+  return Effect.withFiberRuntime((fiber) =>
+    Effect.flatMap(Scope.make(), (scope) => {
+      ;(fiber.currentContext.unsafeMap as Map<string, unknown>).set(Scope.Scope.key, scope)
+      return outcome
+    })
+  )
 }
