@@ -9,6 +9,7 @@ import {
   HttpApiEndpoint,
   type HttpApiError,
   HttpApiGroup,
+  HttpApp,
   HttpServerResponse
 } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
@@ -33,6 +34,7 @@ class OutcomesApi extends HttpApiGroup.make("outcomes", { topLevel: true })
       .addSuccess(Schema.String)
   )
   .add(HttpApiEndpoint.get("heldScoped", "/held-scoped").addSuccess(Schema.String))
+  .add(HttpApiEndpoint.get("brokenPreResponse", "/broken-pre-response").addSuccess(Schema.String))
   .add(HttpApiEndpoint.get("extraField", "/extra-field").addSuccess(Item))
   .add(HttpApiEndpoint.get("extraFields", "/extra-fields").addSuccess(Schema.Array(Item)))
   .add(HttpApiEndpoint.get("refusedValue", "/refused-value").addSuccess(Item))
@@ -86,6 +88,12 @@ const registerOutcomes = (events: Events) =>
     .handle("changes", () => Effect.succeed("changes"))
     .handle("removePet", ({ path }) => Effect.succeed(`removed ${path.petId}`))
     .handle("heldScoped", () => Effect.zipRight(resource, Effect.never))
+    // A pre-response handler that dies, after the handler acquired a resource.
+    .handle("brokenPreResponse", () =>
+      Effect.as(
+        Effect.zipRight(resource, HttpApp.appendPreResponseHandler(() => Effect.die(new Error("broken handler")))),
+        "unreached"
+      ))
     .handle("streamedScoped", () =>
       Effect.map(resource, () =>
         HttpServerResponse.stream(
@@ -183,6 +191,19 @@ describe("a request's own scope, on the engine as on the library's server", () =
         yield* Effect.sleep("20 millis")
         expect({ acquired: events.acquired, released: events.released }, name).toEqual({ acquired: 1, released: 1 })
       }
+    }))
+
+  it.scopedLive("a pre-response handler that dies is a 500, and the request's scope is released", () =>
+    Effect.gen(function*() {
+      const { both, lines } = yield* servers
+      for (const [name, server, events] of both) {
+        expect((yield* send(server, "/broken-pre-response")).status, name).toBe(500)
+        yield* Effect.sleep("5 millis")
+        expect({ acquired: events.acquired, released: events.released }, name).toEqual({ acquired: 1, released: 1 })
+      }
+      // The engine logs it as unexpected, with its cause.
+      expect(lines.filter((line) => line.message === "unexpected failure").map((line) => line.cause))
+        .toEqual([expect.stringContaining("broken handler")])
     }))
 
   it.scopedLive("a request interrupted from outside releases what it holds: its client gone, its deadline", () =>

@@ -120,11 +120,15 @@ export const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
           )
         )
       )
-      // Closed however the answer ends (a pre-response handler may die), but for a streamed body's.
+      // Closed however the answer ends, but for a streamed body's. A pre-response handler that dies is a bug: a 500.
       return Effect.matchCauseEffect(finished, {
         onSuccess: (answer) =>
           streamingScopes.has(scope) ? Effect.succeed(answer) : Effect.as(Scope.close(scope, exit), answer),
-        onFailure: (cause) => Effect.zipRight(Scope.close(scope, exit), Effect.failCause(cause))
+        onFailure: (cause) =>
+          Effect.zipRight(
+            Effect.logError("unexpected failure", cause),
+            Effect.as(Scope.close(scope, exit), refusalAnswer(Refusals.internalError, input.log.annotations))
+          )
       })
     })
   const outcome = Effect.matchCauseEffect(served, {
