@@ -31,11 +31,15 @@ type RowOf<Row> = [Row] extends [never] ? [row?: undefined, collection?: string]
 /** What decodes the rows of a statement that returns none. */
 const noRows = (rows: ReadonlyArray<unknown>): Array<never> => rows as Array<never>
 
-/** Decodes one row by `row`: by its compiled check and copy where it has one (`SchemaCopy.ts`), else by the schema. */
+/** A row schema's compiled check and copy (`SchemaCopy.ts`; none refuses every row), and the schema's own decoder. */
+const decodersOf = <Row>(row: Schema.Schema<Row, any>) => ({
+  copy: compileCopy(row.ast) ?? (() => REFUSED),
+  decode: Schema.decodeUnknownEither(row)
+})
+
+/** Decodes one row by `row`: by its compiled check and copy where it accepts the row, else by the schema. */
 export const rowDecoder = <Row>(row: Schema.Schema<Row, any>) => {
-  const decode = Schema.decodeUnknownEither(row)
-  const copy = compileCopy(row.ast)
-  if (copy === undefined) return decode
+  const { copy, decode } = decodersOf(row)
   return (u: unknown): Either.Either<Row, ParseResult.ParseError> => {
     const copied = copy(u)
     return copied === REFUSED ? decode(u) : Either.right(copied as Row)
@@ -47,8 +51,7 @@ export const rowDecoder = <Row>(row: Schema.Schema<Row, any>) => {
  * check accepts is its copy as it is (no `Either` made for it, as reads decode every row); any other goes to the schema.
  */
 export const rowsDecoder = <Row>(row: Schema.Schema<Row, any>, what: string) => {
-  const copy = compileCopy(row.ast) ?? (() => REFUSED)
-  const decode = rowDecoder(row)
+  const { copy, decode } = decodersOf(row)
   const decodeRow = (u: unknown): Row => {
     const copied = copy(u)
     if (copied !== REFUSED) return copied as Row

@@ -11,4 +11,4 @@ export const appErrors = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<nev
   Effect.catchAllCause(app, (cause) =>
     Cause.isInterruptedOnly(cause)
       ? Effect.failCause(cause as Cause.Cause<never>)
-      : Effect.as(Effect.logError("unexpected failure", cause), Refusals.refusalResponse(Refusals.internalError)))
+      : Effect.as(Refusals.logUnexpected(cause), Refusals.refusalResponse(Refusals.internalError)))

@@ -107,7 +107,7 @@ export const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
       const scope = requestScope(fiber)
       const made = answerFromExit(route, exit, input.log.annotations)
       const finished = !Cause.isCause(made) ? finishAnswer(fiber, input, made) : Effect.zipRight(
-        Effect.logError("unexpected failure", made),
+        Refusals.logUnexpected(made),
         // A request that interrupted itself is a 503, as the library's server answers it; anything else a 500.
         Effect.suspend(() =>
           finishAnswer(
@@ -126,7 +126,7 @@ export const makeProgram = (route: EndpointRoute): Effect.Effect<Served> => {
           streamingScopes.has(scope) ? Effect.succeed(answer) : Effect.as(Scope.close(scope, exit), answer),
         onFailure: (cause) =>
           Effect.zipRight(
-            Effect.logError("unexpected failure", cause),
+            Refusals.logUnexpected(cause),
             Effect.as(Scope.close(scope, exit), refusalAnswer(Refusals.internalError, input.log.annotations))
           )
       })

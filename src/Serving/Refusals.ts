@@ -4,7 +4,7 @@
  * statuses, codes and texts, whichever path serves the request.
  */
 import { HttpApiSchema, HttpServerResponse } from "@effect/platform"
-import type { ParseResult, Schema } from "effect"
+import { type Cause, Effect, type ParseResult, type Schema } from "effect"
 import * as Errors from "../Domain/Errors.js"
 import { UNAVAILABLE_HEADERS } from "../Unavailable.js"
 
@@ -80,6 +80,8 @@ export const internalError = refusal(
   "internal_error",
   "The server failed to answer this request; it has been logged."
 )
+/** How the cause of an `internalError` is logged, whatever answers it: as unexpected, the whole cause. */
+export const logUnexpected = (cause: Cause.Cause<unknown>) => Effect.logError("unexpected failure", cause)
 /** A request whose client went away before its answer: the answer reaches no one; its log line says what happened. */
 export const clientGone = refusal(499, "client_closed_request", "The client closed the request before its answer.")
 export const shuttingDown = refusal(503, "unavailable", "The server is shutting down.", UNAVAILABLE_HEADERS)
